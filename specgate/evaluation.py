@@ -1,0 +1,160 @@
+"""Turn one measurement into summaries, speedup, drift and the SLA checks of a pair × workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specgate.config import GatePolicy, SlaLimits
+from specgate.gate import (
+    DRIFT,
+    Check,
+    check_acceptance_rate,
+    check_decode_rate,
+    check_p99_ttft,
+    check_samples,
+    check_speedup,
+    recommend,
+)
+from specgate.measure import Measurement
+from specgate.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where the candidate arm's output first left the reference arm's output for one request."""
+
+    prompt_id: str
+    repetition: int
+    position: int
+    reference_excerpt: str
+    candidate_excerpt: str
+
+
+@dataclass(frozen=True, slots=True)
+class Losslessness:
+    """Greedy losslessness: the share of requests whose candidate output differs from the reference output."""
+
+    n: int
+    differing: int
+    divergences: tuple[Divergence, ...]
+
+    @property
+    def drift(self) -> float:
+        return self.differing / self.n if self.n else 1.0
+
+
+def first_divergence(reference: tuple[int, ...], candidate: tuple[int, ...]) -> int | None:
+    """Index of the first differing token, or None when the sequences are identical."""
+    for index, (a, b) in enumerate(zip(reference, candidate, strict=False)):
+        if a != b:
+            return index
+    return None if len(reference) == len(candidate) else min(len(reference), len(candidate))
+
+
+def compare_outputs(measurement: Measurement, arm: str) -> Losslessness:
+    """Compare each request of `arm` with the same request in the reference arm."""
+    reference = {(t.prompt_id, t.repetition): t for run in measurement.runs[measurement.reference] for t in run.traces}
+    divergences = []
+    n = 0
+    for run in measurement.runs[arm]:
+        for trace in run.traces:
+            ref = reference.get((trace.prompt_id, trace.repetition))
+            if ref is None or not ref.ok or not trace.ok:
+                continue
+            n += 1
+            position = first_divergence(ref.output_ids, trace.output_ids)
+            if position is not None:
+                divergences.append(
+                    Divergence(
+                        trace.prompt_id,
+                        trace.repetition,
+                        position,
+                        _excerpt(ref.output_ids, position),
+                        _excerpt(trace.output_ids, position),
+                    )
+                )
+    return Losslessness(n, len(divergences), tuple(divergences))
+
+
+def _excerpt(ids: tuple[int, ...], position: int) -> str:
+    return " ".join(str(i) for i in ids[max(0, position - 3) : position + 5])
+
+
+class Evaluation:
+    """Summaries and checks of one pair × workload. The reference arm is the measurement's first arm."""
+
+    def __init__(self, measurement: Measurement, sla: SlaLimits, policy: GatePolicy) -> None:
+        self.measurement = measurement
+        self.sla = sla
+        self.policy = policy
+        self.where = (measurement.pair, measurement.workload)
+        self.summaries: dict[str, ArmSummary] = {
+            arm: summarize_arm(arm, runs, seed=policy.seed) for arm, runs in measurement.runs.items()
+        }
+        self.candidate = next((a for a in measurement.arms if a != measurement.reference), measurement.reference)
+        candidate = self.summaries[self.candidate]
+        rate = None if candidate.acceptance is None else candidate.acceptance.rate
+        self.speedup: Speedup | None = measure_speedup(
+            measurement.runs[measurement.reference],
+            measurement.runs[self.candidate],
+            gamma=measurement.gamma,
+            cost_ratio=measurement.cost_ratio,
+            acceptance_rate=rate,
+            seed=policy.seed,
+        )
+        self.losslessness = compare_outputs(measurement, self.candidate)
+
+    @property
+    def released(self) -> ArmSummary:
+        """The arm whose SLA matters: the candidate (speculation on)."""
+        return self.summaries[self.candidate]
+
+    def samples(self) -> Check:
+        return check_samples(self.where, list(self.summaries.values()), self.policy.min_samples)
+
+    def p99_ttft(self) -> Check:
+        return check_p99_ttft(self.where, self.released, self.sla)
+
+    def decode_rate(self) -> Check:
+        return check_decode_rate(self.where, self.released, self.sla)
+
+    def speedup_check(self) -> Check:
+        return check_speedup(self.where, self.speedup, self.sla)
+
+    def acceptance_rate(self) -> Check:
+        return check_acceptance_rate(self.where, self.released, self.sla)
+
+    def greedy_identity(self) -> Check:
+        """Greedy speculative decoding is lossless: drift must stay within the SLA (default 0.3 %)."""
+        result = self.losslessness
+        ok = result.n > 0 and result.drift <= self.sla.max_drift
+        if result.n == 0:
+            message = "BLOCK: no request completed in both arms, so outputs cannot be compared"
+        elif result.differing == 0:
+            message = (
+                f"greedy output identical in {result.n}/{result.n} requests (drift 0 % ≤ {self.sla.max_drift:.1%})"
+            )
+        else:
+            first = result.divergences[0]
+            message = (
+                f"greedy drift {result.drift:.1%} > {self.sla.max_drift:.1%}: {result.differing}/{result.n} "
+                f"requests differ; first: prompt {first.prompt_id!r} rep {first.repetition} at token "
+                f"{first.position} ({self.measurement.reference}: …{first.reference_excerpt}… vs "
+                f"{self.candidate}: …{first.candidate_excerpt}…)"
+            )
+        return Check(
+            "greedy_identity",
+            self.where[0],
+            self.where[1],
+            DRIFT,
+            ok,
+            message,
+            observed=result.drift,
+            limit=self.sla.max_drift,
+            unit="",
+            n=result.n,
+            details={"divergences": [d.position for d in result.divergences]},
+        )
+
+    def recommendations(self, hardware: str) -> list[str]:
+        return recommend(self.where[0], hardware, self.speedup, self.released, self.sla)

@@ -1,0 +1,238 @@
+"""Checks and the verdict.
+
+A `Check` is one promise (an SLA, a regression test, losslessness) judged on one pair × workload, carrying its
+evidence. The verdict is PASS only when at least one check ran and every check and every measurement succeeded;
+anything else — a failed check, an engine error, too few samples, no checks at all — is BLOCK, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from specgate.config import SlaLimits
+from specgate.metrics import ArmSummary, Speedup
+
+SLA = "sla"
+REGRESSION = "regression"
+DRIFT = "drift"
+INFRASTRUCTURE = "infrastructure"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The outcome of one check, with the numbers that decided it."""
+
+    name: str
+    pair: str
+    workload: str
+    category: str
+    passed: bool
+    message: str
+    observed: float | None = None
+    limit: float | None = None
+    unit: str = ""
+    n: int | None = None
+    ci: tuple[float, float] | None = None
+    baseline: float | None = None
+    details: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.pair}/{self.workload}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """PASS or BLOCK for a whole gate run, with the failed checks, errors and recommendations."""
+
+    verdict: str
+    hardware: str
+    checks: tuple[Check, ...]
+    errors: tuple[str, ...]
+    recommendations: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if not c.passed)
+
+
+def _ci(ci: tuple[float, float] | None, fmt: str = ".0f", unit: str = "") -> str:
+    return "" if ci is None else f", 95% CI {ci[0]:{fmt}}–{ci[1]:{fmt}}{unit}"
+
+
+def _check(name: str, summary_of: tuple[str, str], category: str = SLA, **kwargs: object) -> Check:
+    return Check(name=name, pair=summary_of[0], workload=summary_of[1], category=category, **kwargs)  # type: ignore[arg-type]
+
+
+def check_samples(where: tuple[str, str], summaries: Sequence[ArmSummary], min_samples: int) -> Check:
+    """Fail closed: every arm needs at least `min_samples` completed requests and no failed ones."""
+    problems = []
+    for s in summaries:
+        completed = s.n_requests - s.n_failed
+        if s.n_failed:
+            problems.append(f"arm {s.arm}: {s.n_failed} of {s.n_requests} requests failed")
+        if completed < min_samples:
+            problems.append(f"arm {s.arm}: {completed} completed requests < {min_samples} required")
+    fewest = min((s.n_requests - s.n_failed for s in summaries), default=0)
+    if problems:
+        message = "BLOCK: cannot measure reliably: " + "; ".join(problems)
+    else:
+        message = f"every arm has ≥ {min_samples} completed requests and none failed"
+    return _check(
+        "samples",
+        where,
+        INFRASTRUCTURE,
+        passed=not problems,
+        message=message,
+        observed=float(fewest),
+        limit=float(min_samples),
+        unit="requests",
+        n=fewest,
+    )
+
+
+def check_p99_ttft(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
+    """P99 TTFT of the arm to be released must stay within the SLA."""
+    ttft = summary.ttft_ms
+    if ttft is None:
+        return _check("p99_ttft", where, passed=False, message=f"BLOCK: no TTFT measured in arm {summary.arm}")
+    ok = ttft.p99 <= sla.p99_ttft_ms
+    sign = "≤" if ok else ">"
+    message = (
+        f"P99 TTFT {ttft.p99:.0f} ms {sign} SLA {sla.p99_ttft_ms:.0f} ms "
+        f"(arm {summary.arm}, n={ttft.n}{_ci(ttft.p99_ci, unit=' ms')}; mean {ttft.mean:.0f} ms)"
+    )
+    return _check(
+        "p99_ttft",
+        where,
+        passed=ok,
+        message=message,
+        observed=ttft.p99,
+        limit=sla.p99_ttft_ms,
+        unit="ms",
+        n=ttft.n,
+        ci=ttft.p99_ci,
+    )
+
+
+def check_decode_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
+    """Mean decode rate (1 / TPOT) of the arm to be released must reach the SLA."""
+    rate = summary.decode_tokens_per_s
+    if rate is None:
+        return _check(
+            "decode_rate", where, passed=False, message=f"BLOCK: no decode rate measured in arm {summary.arm}"
+        )
+    ok = rate.mean >= sla.min_decode_tokens_per_s
+    sign = "≥" if ok else "<"
+    message = (
+        f"decode rate {rate.mean:.1f} tok/s {sign} SLA {sla.min_decode_tokens_per_s:.1f} tok/s "
+        f"(arm {summary.arm}, n={rate.n}{_ci(rate.mean_ci, '.1f', ' tok/s')}; P50 {rate.p50:.1f})"
+    )
+    return _check(
+        "decode_rate",
+        where,
+        passed=ok,
+        message=message,
+        observed=rate.mean,
+        limit=sla.min_decode_tokens_per_s,
+        unit="tok/s",
+        n=rate.n,
+        ci=rate.mean_ci,
+    )
+
+
+def check_speedup(where: tuple[str, str], speedup: Speedup | None, sla: SlaLimits) -> Check:
+    """Speculation must pay: measured S ≥ the limit."""
+    if speedup is None:
+        return _check("speedup", where, passed=False, message="BLOCK: speedup could not be measured (no paired runs)")
+    ok = speedup.value >= sla.min_speedup
+    sign = "≥" if ok else "<"
+    predicted = "" if speedup.predicted is None else f"; predicted {speedup.predicted:.2f}×"
+    cost = "" if speedup.cost_ratio is None else f", c={speedup.cost_ratio:.2f}"
+    gamma = "" if speedup.gamma is None else f", γ={speedup.gamma}"
+    message = (
+        f"speedup S {speedup.value:.2f}× {sign} {sla.min_speedup:.2f}× ({speedup.arm} vs {speedup.reference}, "
+        f"n={speedup.n_units} paired runs{_ci(speedup.ci, '.2f', '×')}{predicted}{gamma}{cost})"
+    )
+    return _check(
+        "speedup",
+        where,
+        passed=ok,
+        message=message,
+        observed=speedup.value,
+        limit=sla.min_speedup,
+        unit="×",
+        n=speedup.n_units,
+        ci=speedup.ci,
+        details={"predicted": speedup.predicted, "gamma": speedup.gamma, "cost_ratio": speedup.cost_ratio},
+    )
+
+
+def check_acceptance_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
+    """The acceptance rate α must reach the floor below which speculation is rolled back."""
+    acceptance = summary.acceptance
+    if acceptance is None or acceptance.rate is None:
+        return _check(
+            "acceptance_rate",
+            where,
+            passed=False,
+            message=f"BLOCK: arm {summary.arm} reported no drafted tokens, so α cannot be measured",
+        )
+    ok = acceptance.rate >= sla.min_acceptance_rate
+    sign = "≥" if ok else "<"
+    per_pos = ", ".join(f"{p:.2f}" for p in acceptance.per_position[:8])
+    message = (
+        f"acceptance rate α {acceptance.rate:.3f} {sign} floor {sla.min_acceptance_rate:.2f} "
+        f"({acceptance.accepted_tokens}/{acceptance.drafted_tokens} draft tokens in {acceptance.drafts} drafts, "
+        f"τ={acceptance.mean_length or 0:.2f}, per position [{per_pos}], from {acceptance.source})"
+    )
+    return _check(
+        "acceptance_rate",
+        where,
+        passed=ok,
+        message=message,
+        observed=acceptance.rate,
+        limit=sla.min_acceptance_rate,
+        unit="",
+        n=acceptance.drafts,
+    )
+
+
+def recommend(
+    pair: str, hardware: str, speedup: Speedup | None, summary: ArmSummary | None, sla: SlaLimits
+) -> list[str]:
+    """Rollback advice for one pair × workload (DESIGN.md, Gate policy)."""
+    advice: list[str] = []
+    reasons = []
+    if speedup is not None and speedup.value < sla.min_speedup:
+        reasons.append(f"S {speedup.value:.2f}× < {sla.min_speedup:.2f}×")
+    rate = None if summary is None or summary.acceptance is None else summary.acceptance.rate
+    if rate is not None and rate < sla.min_acceptance_rate:
+        reasons.append(f"α {rate:.2f} < {sla.min_acceptance_rate:.2f}")
+    if reasons:
+        advice.append(
+            f"turn speculation off for pair {pair!r} on hardware {hardware!r} ({', '.join(reasons)}): "
+            "speculation does not pay here; serve with plain decoding"
+        )
+    ttft = None if summary is None else summary.ttft_ms
+    if ttft is not None and ttft.p99 > sla.rollback_latency_factor * sla.p99_ttft_ms:
+        advice.append(
+            f"roll back pair {pair!r} on {hardware!r}: P99 TTFT {ttft.p99:.0f} ms > "
+            f"{sla.rollback_latency_factor:.1f} × SLA {sla.p99_ttft_ms:.0f} ms; fall back to plain decoding"
+        )
+    return advice
+
+
+def decide(hardware: str, checks: Sequence[Check], errors: Sequence[str], recommendations: Sequence[str]) -> Verdict:
+    """PASS only when checks ran, all passed, and nothing errored."""
+    reasons = list(errors)
+    if not checks and not errors:
+        reasons.append("no gate check ran: select at least one pair and workload (see --pair, --workload)")
+    blocked = bool(reasons) or any(not c.passed for c in checks)
+    unique_advice = tuple(dict.fromkeys(recommendations))
+    return Verdict("BLOCK" if blocked else "PASS", hardware, tuple(checks), tuple(reasons), unique_advice)

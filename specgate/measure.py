@@ -1,0 +1,90 @@
+"""The measurement protocol: warm-up, interleaved arms, repetitions.
+
+Warm-up requests (the first `warmup` prompts, in every arm) are run and discarded. Then each repetition runs every
+prompt in every arm. Engines that take one request at a time alternate the arm order per prompt and per
+repetition (ar→spec, spec→ar, …), so slow drift of the machine (thermal, other load) falls on both arms alike;
+batching engines run whole arms, alternating the order per repetition. Runs are recorded in execution order, so
+unit k of one arm pairs with unit k of every other arm (same prompts, same repetition).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from specgate.config import GatePolicy
+from specgate.engines.base import ArmRun, Engine, Prompt
+from specgate.errors import MeasurementError
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """The raw result of measuring one pair on one workload: runs per arm, reference arm first."""
+
+    pair: str
+    workload: str
+    hardware: str
+    engine: str
+    arms: tuple[str, ...]
+    prompts: tuple[Prompt, ...]
+    runs: Mapping[str, tuple[ArmRun, ...]]
+    versions: Mapping[str, str] = field(default_factory=dict)
+    models: Mapping[str, str] = field(default_factory=dict)
+    cost_ratio: float | None = None
+    gamma: int | None = None
+    started_at: float = 0.0
+    duration_s: float = 0.0
+
+    @property
+    def reference(self) -> str:
+        return self.arms[0]
+
+
+def _order(arms: Sequence[str], flip: bool) -> list[str]:
+    return list(reversed(arms)) if flip else list(arms)
+
+
+def measure_pair(
+    engine: Engine,
+    prompts: Sequence[Prompt],
+    policy: GatePolicy,
+    *,
+    pair: str,
+    workload: str,
+    hardware: str,
+    gamma: int | None = None,
+) -> Measurement:
+    """Run every arm of a loaded engine on the prompts according to the gate policy."""
+    if not prompts:
+        raise MeasurementError(f"workload {workload!r} has no prompts to measure")
+    arms = tuple(engine.arms)
+    started = time.time()
+    clock = time.perf_counter()
+    for arm in arms:
+        for prompt in prompts[: policy.warmup]:
+            engine.run([prompt], arm, repetition=-1)
+    runs: dict[str, list[ArmRun]] = {arm: [] for arm in arms}
+    for repetition in range(policy.repetitions):
+        if engine.per_request:
+            for index, prompt in enumerate(prompts):
+                for arm in _order(arms, (index + repetition) % 2 == 1):
+                    runs[arm].append(engine.run([prompt], arm, repetition=repetition))
+        else:
+            for arm in _order(arms, repetition % 2 == 1):
+                runs[arm].append(engine.run(list(prompts), arm, repetition=repetition))
+    return Measurement(
+        pair=pair,
+        workload=workload,
+        hardware=hardware,
+        engine=engine.name,
+        arms=arms,
+        prompts=tuple(prompts),
+        runs={arm: tuple(r) for arm, r in runs.items()},
+        versions=dict(engine.versions()),
+        models={role: model.sha256 for role, model in getattr(engine, "resolved", {}).items()},
+        cost_ratio=getattr(engine, "cost_ratio", None),
+        gamma=gamma,
+        started_at=started,
+        duration_s=time.perf_counter() - clock,
+    )

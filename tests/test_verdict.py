@@ -1,0 +1,119 @@
+"""Verdict, exit status and fail-closed behaviour of a whole gate run, on the FakeEngine (seeded, simulated)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+def _verdict(root: Path) -> dict[str, object]:
+    return json.loads((root / "reports" / "verdict.json").read_text())
+
+
+def test_healthy_pair_passes_with_exit_zero(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    root = gate_project()
+    result = pytester.runpytest("suites")
+    result.assert_outcomes(passed=6)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*specgate verdict*",
+            "VERDICT: PASS (hardware cpu; 6 checks, 0 failed, 0 errors)",
+            "fake-pair / docs: S *× (95% CI *); α *, τ *",
+        ]
+    )
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "PASS"
+    assert verdict["failed_checks"] == []
+    assert {c["name"] for c in verdict["checks"]} == {  # type: ignore[union-attr]
+        "samples",
+        "p99_ttft",
+        "decode_rate",
+        "speedup",
+        "acceptance_rate",
+        "greedy_identity",
+    }
+    arms = verdict["metrics"]["fake-pair"]["docs"]["arms"]  # type: ignore[index]
+    assert set(arms) == {"ar", "spec"}
+    assert arms["ar"]["n_requests"] == 16
+
+
+def test_slow_speculation_blocks_with_evidence_and_turn_off_advice(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    root = gate_project(behaviour="slowdown=3.0, acceptance=0.2")
+    result = pytester.runpytest("suites")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "VERDICT: BLOCK*",
+            "FAILED fake-pair/docs/speedup: speedup S 0.*× < 1.15× (spec vs ar, n=16 paired runs, 95% CI *",
+            "*RECOMMENDATION: turn speculation off for pair 'fake-pair' on hardware 'cpu' "
+            "(S 0.*× < 1.15×, α 0.* < 0.50)*",
+        ]
+    )
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "BLOCK"
+    assert "fake-pair/docs/speedup" in verdict["failed_checks"]  # type: ignore[operator]
+    assert "fake-pair/docs/acceptance_rate" in verdict["failed_checks"]  # type: ignore[operator]
+    assert verdict["recommendations"]
+
+
+def test_wrong_token_in_speculative_path_is_caught_at_its_position(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    gate_project(behaviour="wrong_token_at=5")
+    result = pytester.runpytest("suites", "-k", "greedy_identity")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*greedy drift 100.0% > 0.3%: 16/16 requests differ; first: prompt 'p*' rep * at token 5*"]
+    )
+
+
+def test_engine_failure_blocks_never_passes(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    root = gate_project(behaviour="fail_arm='spec'")
+    result = pytester.runpytest("suites")
+    assert result.ret != pytest.ExitCode.OK
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "BLOCK"
+    result.stdout.fnmatch_lines(["*BLOCK: cannot measure reliably: arm spec: 16 of 16 requests failed*"])
+
+
+def test_too_few_samples_blocks(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    gate_project(prompts=1)
+    result = pytester.runpytest("suites", "-k", "samples")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*arm ar: 2 completed requests < 4 required*"])
+
+
+def test_a_check_that_crashes_blocks_with_the_reason(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    root = gate_project()
+    (root / "suites" / "test_crash.py").write_text(
+        "def test_crash(evaluation, gate_check):\n    raise RuntimeError('probe exploded')\n"
+    )
+    result = pytester.runpytest("suites")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "BLOCK"
+    assert any("probe exploded" in e for e in verdict["errors"])  # type: ignore[union-attr]
+
+
+def test_skipped_check_is_not_a_pass(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    root = gate_project()
+    (root / "suites" / "test_skip.py").write_text(
+        "import pytest\n\ndef test_skip(evaluation, gate_check):\n    pytest.skip('not measured')\n"
+    )
+    result = pytester.runpytest("suites", "-k", "skip")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert _verdict(root)["verdict"] == "BLOCK"
+
+
+def test_deselecting_every_check_blocks(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "-k", "no_such_check")
+    assert result.ret != pytest.ExitCode.OK
