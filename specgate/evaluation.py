@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from specgate.config import GatePolicy, SlaLimits
+from specgate.engines.base import Prompt
 from specgate.gate import (
     DRIFT,
     Check,
@@ -18,6 +20,8 @@ from specgate.gate import (
 from specgate.measure import Measurement
 from specgate.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
 
+NEAR_TIE_LOGITS = 0.5
+
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
@@ -28,6 +32,17 @@ class Divergence:
     position: int
     reference_excerpt: str
     candidate_excerpt: str
+    reference_token: int | None = None
+    candidate_token: int | None = None
+    margin: float | None = None
+
+    def explanation(self) -> str:
+        """What the target's logit margin between the two tokens says about this divergence."""
+        if self.margin is None:
+            return "no logits exposed by this engine"
+        if abs(self.margin) < NEAR_TIE_LOGITS:
+            return f"target logit margin {self.margin:.3f}: a near-tie, numerics explain it"
+        return f"target logit margin {self.margin:.2f}: not a tie, a speculative-path bug"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +86,15 @@ def compare_outputs(measurement: Measurement, arm: str) -> Losslessness:
                         position,
                         _excerpt(ref.output_ids, position),
                         _excerpt(trace.output_ids, position),
+                        _at(ref.output_ids, position),
+                        _at(trace.output_ids, position),
                     )
                 )
     return Losslessness(n, len(divergences), tuple(divergences))
+
+
+def _at(ids: tuple[int, ...], position: int) -> int | None:
+    return ids[position] if position < len(ids) else None
 
 
 def _excerpt(ids: tuple[int, ...], position: int) -> str:
@@ -140,7 +161,7 @@ class Evaluation:
                 f"greedy drift {result.drift:.1%} > {self.sla.max_drift:.1%}: {result.differing}/{result.n} "
                 f"requests differ; first: prompt {first.prompt_id!r} rep {first.repetition} at token "
                 f"{first.position} ({self.measurement.reference}: …{first.reference_excerpt}… vs "
-                f"{self.candidate}: …{first.candidate_excerpt}…)"
+                f"{self.candidate}: …{first.candidate_excerpt}…; {first.explanation()})"
             )
         return Check(
             "greedy_identity",
@@ -158,3 +179,21 @@ class Evaluation:
 
     def recommendations(self, hardware: str) -> list[str]:
         return recommend(self.where[0], hardware, self.speedup, self.released, self.sla)
+
+
+def explain_divergences(
+    evaluation: Evaluation, margin: Callable[[Prompt, tuple[int, ...], int, int], float | None], limit: int = 5
+) -> None:
+    """Attach the target's logit margin at each of the first `limit` divergences (engines that expose logits)."""
+    measurement = evaluation.measurement
+    prompts = {p.id: p for p in measurement.prompts}
+    reference = {(t.prompt_id, t.repetition): t for r in measurement.runs[measurement.reference] for t in r.traces}
+    explained = []
+    for index, d in enumerate(evaluation.losslessness.divergences):
+        ref = reference.get((d.prompt_id, d.repetition))
+        if index >= limit or ref is None or d.reference_token is None or d.candidate_token is None:
+            explained.append(d)
+            continue
+        value = margin(prompts[d.prompt_id], ref.output_ids[: d.position], d.reference_token, d.candidate_token)
+        explained.append(replace(d, margin=value))
+    evaluation.losslessness = replace(evaluation.losslessness, divergences=tuple(explained))

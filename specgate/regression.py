@@ -40,7 +40,8 @@ METRICS: tuple[RegressionMetric, ...] = (
     RegressionMetric("speedup", "both", "wall_s", higher_is_better=True, statistic="ratio"),
 )
 ACCEPTANCE = "acceptance_rate"
-METRIC_NAMES: tuple[str, ...] = (*(m.name for m in METRICS), ACCEPTANCE)
+OUTPUT_DRIFT = "output_drift"
+METRIC_NAMES: tuple[str, ...] = (*(m.name for m in METRICS), ACCEPTANCE, OUTPUT_DRIFT)
 
 
 def _unit_ratios(arms: dict[str, ArmSamples], reference: str, candidate: str) -> tuple[list[float], list[str]]:
@@ -187,6 +188,53 @@ def acceptance_check(baseline: Baseline, evaluation: Evaluation, sla: SlaLimits,
         baseline=before,
         n=len(current.samples),
         details={"relative_drop": drop, "upper_bound": upper},
+    )
+
+
+def output_drift_check(baseline: Baseline, evaluation: Evaluation, sla: SlaLimits) -> Check:
+    """Outputs against the baseline's. With the same model files they must not drift beyond the SLA (greedy decoding
+    is deterministic); after a model update they are expected to change, and the check reports by how much."""
+    import difflib
+
+    from specgate.evaluation import first_divergence
+
+    pair, workload = evaluation.where
+    arm = evaluation.candidate
+    before = {s.key: s.output_ids for s in baseline.arms[arm].samples} if arm in baseline.arms else {}
+    now = {s.key: s.output_ids for s in arm_samples(evaluation, arm).samples}
+    common = sorted(set(before) & set(now))
+    changed = [k for k in common if before[k] != now[k]]
+    share = len(changed) / len(common) if common else 1.0
+    same_models = dict(baseline.provenance.get("models", {})) == dict(evaluation.measurement.models)
+    ok = bool(common) and (share <= sla.max_drift or not same_models)
+    detail = ""
+    if changed:
+        first = changed[0]
+        similarity = sum(difflib.SequenceMatcher(None, before[k], now[k]).ratio() for k in changed) / len(changed)
+        detail = (
+            f"; first: {first} at token {first_divergence(before[first], now[first])}; mean token similarity "
+            f"of changed outputs {similarity:.2f}"
+        )
+    reason = (
+        "same model files as the baseline: greedy outputs must match"
+        if same_models
+        else "model files changed since the baseline: drift expected, task accuracy decides"
+    )
+    message = (
+        f"outputs vs baseline: {len(changed)}/{len(common)} requests changed ({share:.1%}, SLA "
+        f"{sla.max_drift:.1%}; {reason}){detail} [baseline {baseline.path}]"
+    )
+    return Check(
+        f"regression:{OUTPUT_DRIFT}",
+        pair,
+        workload,
+        REGRESSION if same_models else "drift",
+        ok,
+        message,
+        observed=share,
+        limit=sla.max_drift,
+        n=len(common),
+        details={"same_models": same_models},
     )
 
 

@@ -16,17 +16,19 @@ from specgate.baselines import Baseline, baseline_document, baseline_path, load_
 from specgate.config import HardwareProfile, PairConfig, ProjectConfig, SlaLimits, WorkloadConfig, effective_sla
 from specgate.engines.base import Engine
 from specgate.errors import MeasurementError
-from specgate.evaluation import Evaluation
+from specgate.evaluation import Evaluation, explain_divergences
 from specgate.gate import REGRESSION, Check, Verdict, decide
 from specgate.measure import Measurement, measure_pair
 from specgate.regression import (
     ACCEPTANCE,
     METRIC_NAMES,
     METRICS,
+    OUTPUT_DRIFT,
     acceptance_check,
     compare_metric,
     comparison_check,
     holm_family,
+    output_drift_check,
 )
 from specgate.stats import Comparison
 from specgate.workloads import load_workload
@@ -91,6 +93,9 @@ class GateRun:
         if cached is None:
             try:
                 cached = Evaluation(self.measure(pair_name, workload_name), self.sla(pair_name), self.project.gate)
+                margin = getattr(self.engine(pair_name), "logit_margin", None)
+                if margin is not None and cached.losslessness.divergences:
+                    explain_divergences(cached, margin)
                 self.recommendations.extend(cached.recommendations(self.hardware.name))
             except Exception as exc:
                 cached = exc
@@ -148,6 +153,7 @@ class GateRun:
                     continue
                 sla = self.sla(pair_name)
                 outcomes[(*where, ACCEPTANCE)] = acceptance_check(baseline, evaluation, sla, self.project.gate)
+                outcomes[(*where, OUTPUT_DRIFT)] = output_drift_check(baseline, evaluation, sla)
                 for metric in METRICS:
                     try:
                         comparison = compare_metric(metric, baseline, evaluation, self.project.gate, sla)

@@ -46,8 +46,10 @@ def test_update_writes_baseline_then_same_config_passes(
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()
     again.stdout.fnmatch_lines(["*VERDICT: PASS*"])
     checks = [c for c in _verdict(root)["checks"] if c["category"] == "regression"]  # type: ignore[union-attr]
-    assert len(checks) == 7
-    assert all("Holm" in c["message"] or "acceptance" in c["name"] for c in checks)
+    assert len(checks) == 8
+    statistical = [c for c in checks if c["name"] not in ("regression:acceptance_rate", "regression:output_drift")]
+    assert len(statistical) == 6
+    assert all("Holm, 6 tests" in c["message"] for c in statistical), [c["message"] for c in statistical]
 
 
 def test_slower_build_blocks_with_statistics(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:

@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 
 
+SLA_SUITES = ("suites/test_sla.py", "suites/test_drift.py")
+
+
 def _verdict(root: Path) -> dict[str, object]:
     return json.loads((root / "reports" / "verdict.json").read_text())
 
 
 def test_healthy_pair_passes_with_exit_zero(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
     root = gate_project()
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest(*SLA_SUITES)
     result.assert_outcomes(passed=6)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
@@ -45,7 +48,7 @@ def test_slow_speculation_blocks_with_evidence_and_turn_off_advice(
     pytester: pytest.Pytester, gate_project: Callable[..., Path]
 ) -> None:
     root = gate_project(behaviour="slowdown=3.0, acceptance=0.2")
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest(*SLA_SUITES)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
@@ -66,7 +69,7 @@ def test_wrong_token_in_speculative_path_is_caught_at_its_position(
     pytester: pytest.Pytester, gate_project: Callable[..., Path]
 ) -> None:
     gate_project(behaviour="wrong_token_at=5")
-    result = pytester.runpytest("suites", "-k", "greedy_identity")
+    result = pytester.runpytest(*SLA_SUITES, "-k", "greedy_identity")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         ["*greedy drift 100.0% > 0.3%: 16/16 requests differ; first: prompt 'p*' rep * at token 5*"]
@@ -75,7 +78,7 @@ def test_wrong_token_in_speculative_path_is_caught_at_its_position(
 
 def test_engine_failure_blocks_never_passes(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
     root = gate_project(behaviour="fail_arm='spec'")
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest(*SLA_SUITES)
     assert result.ret != pytest.ExitCode.OK
     verdict = _verdict(root)
     assert verdict["verdict"] == "BLOCK"
@@ -84,7 +87,7 @@ def test_engine_failure_blocks_never_passes(pytester: pytest.Pytester, gate_proj
 
 def test_too_few_samples_blocks(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
     gate_project(prompts=1)
-    result = pytester.runpytest("suites", "-k", "samples")
+    result = pytester.runpytest(*SLA_SUITES, "-k", "samples")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*arm ar: 2 completed requests < 4 required*"])
 
@@ -96,7 +99,7 @@ def test_a_check_that_crashes_blocks_with_the_reason(
     (root / "suites" / "test_crash.py").write_text(
         "def test_crash(evaluation, gate_check):\n    raise RuntimeError('probe exploded')\n"
     )
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest("suites/test_crash.py")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     verdict = _verdict(root)
     assert verdict["verdict"] == "BLOCK"
@@ -108,12 +111,12 @@ def test_skipped_check_is_not_a_pass(pytester: pytest.Pytester, gate_project: Ca
     (root / "suites" / "test_skip.py").write_text(
         "import pytest\n\ndef test_skip(evaluation, gate_check):\n    pytest.skip('not measured')\n"
     )
-    result = pytester.runpytest("suites", "-k", "skip")
+    result = pytester.runpytest("suites/test_skip.py")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert _verdict(root)["verdict"] == "BLOCK"
 
 
 def test_deselecting_every_check_blocks(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
     gate_project()
-    result = pytester.runpytest("suites", "-k", "no_such_check")
+    result = pytester.runpytest(*SLA_SUITES, "-k", "no_such_check")
     assert result.ret != pytest.ExitCode.OK

@@ -239,6 +239,15 @@ class TransformersEngine:
             finish_reason="stop" if new_ids and new_ids[-1] == eos else "length",
         )
 
+    def logit_margin(self, prompt: Prompt, prefix: tuple[int, ...], token_a: int, token_b: int) -> float:
+        """Target logit of `token_a` minus that of `token_b` after the prompt and `prefix` (explains divergences)."""
+        import torch
+
+        ids = torch.cat([self._encode(prompt), torch.tensor([prefix], dtype=torch.long, device=self._device)], dim=1)
+        with torch.inference_mode():
+            logits = self._model(ids).logits[0, -1].float()
+        return float(logits[token_a] - logits[token_b])
+
     def _measure_cost_ratio(self, tokens: int = 16) -> float:
         """c = draft step cost / target step cost, from plain greedy decoding of each model alone."""
         import torch

