@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from specgate.config import GatePolicy
 from specgate.engines.base import ArmRun, Engine, Prompt
@@ -41,6 +42,14 @@ class Measurement:
         return self.arms[0]
 
 
+class RunObserver(Protocol):
+    """Watches every measured engine call (telemetry, peak memory). Must be cheap: it sits beside the hot path."""
+
+    def before_run(self, arm: str) -> None: ...
+
+    def after_run(self, arm: str, run: ArmRun) -> None: ...
+
+
 def _order(arms: Sequence[str], flip: bool) -> list[str]:
     return list(reversed(arms)) if flip else list(arms)
 
@@ -54,6 +63,7 @@ def measure_pair(
     workload: str,
     hardware: str,
     gamma: int | None = None,
+    observer: RunObserver | None = None,
 ) -> Measurement:
     """Run every arm of a loaded engine on the prompts according to the gate policy."""
     if not prompts:
@@ -65,14 +75,23 @@ def measure_pair(
         for prompt in prompts[: policy.warmup]:
             engine.run([prompt], arm, repetition=-1)
     runs: dict[str, list[ArmRun]] = {arm: [] for arm in arms}
+
+    def run(batch: Sequence[Prompt], arm: str, repetition: int) -> None:
+        if observer is not None:
+            observer.before_run(arm)
+        result = engine.run(batch, arm, repetition=repetition)
+        if observer is not None:
+            observer.after_run(arm, result)
+        runs[arm].append(result)
+
     for repetition in range(policy.repetitions):
         if engine.per_request:
             for index, prompt in enumerate(prompts):
                 for arm in _order(arms, (index + repetition) % 2 == 1):
-                    runs[arm].append(engine.run([prompt], arm, repetition=repetition))
+                    run([prompt], arm, repetition)
         else:
             for arm in _order(arms, repetition % 2 == 1):
-                runs[arm].append(engine.run(list(prompts), arm, repetition=repetition))
+                run(list(prompts), arm, repetition)
     return Measurement(
         pair=pair,
         workload=workload,
