@@ -8,6 +8,7 @@ two baselines in a merge request reads metric by metric.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specgate import __version__
+from specgate.accuracy import TaskAccuracy
 from specgate.errors import BaselineError
 from specgate.evaluation import Evaluation
 from specgate.metrics import request_metrics
@@ -70,7 +72,7 @@ class Baseline:
     workload: str
     arms: Mapping[str, ArmSamples]
     provenance: Mapping[str, Any]
-    accuracy: Mapping[str, float]
+    accuracy: Mapping[str, TaskAccuracy]
 
 
 def baseline_path(root: Path, hardware: str, pair: str, workload: str) -> Path:
@@ -127,7 +129,6 @@ def baseline_document(
     evaluation: Evaluation,
     hardware: str,
     gate_config: Mapping[str, Any],
-    accuracy: Mapping[str, float],
     project_dir: Path,
 ) -> dict[str, Any]:
     """The JSON document of a baseline for one evaluation."""
@@ -154,7 +155,7 @@ def baseline_document(
         "pair": m.pair,
         "workload": m.workload,
         "speedup": evaluation.speedup and evaluation.speedup.value,
-        "accuracy": dict(accuracy),
+        "accuracy": {arm: dataclasses.asdict(score) for arm, score in evaluation.accuracy.items()},
         "arms": arms,
         "provenance": {
             "specgate": __version__,
@@ -225,11 +226,10 @@ def load_baseline(path: Path) -> Baseline:
         )
     try:
         arms = {name: _arm(data) for name, data in raw["arms"].items()}
+        accuracy = {arm: TaskAccuracy(**score) for arm, score in (raw.get("accuracy") or {}).items()}
     except (KeyError, TypeError, ValueError) as exc:
         raise BaselineError(f"{path}: malformed samples ({type(exc).__name__}: {exc})") from exc
-    return Baseline(
-        path, raw["hardware"], raw["pair"], raw["workload"], arms, raw["provenance"], dict(raw.get("accuracy") or {})
-    )
+    return Baseline(path, raw["hardware"], raw["pair"], raw["workload"], arms, raw["provenance"], accuracy)
 
 
 def _arm(data: Mapping[str, Any]) -> ArmSamples:

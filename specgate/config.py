@@ -45,6 +45,7 @@ class SlaLimits:
     min_acceptance_rate: float = 0.5
     rollback_latency_factor: float = 1.2
     regression_tolerance: float = 0.05
+    max_accuracy_drop: float = 0.03
 
 
 @dataclass(frozen=True, slots=True)

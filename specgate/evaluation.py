@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from specgate.accuracy import TaskAccuracy, compare_accuracy, score_outputs
 from specgate.config import GatePolicy, SlaLimits
 from specgate.engines.base import Prompt
 from specgate.gate import (
@@ -93,6 +94,16 @@ def compare_outputs(measurement: Measurement, arm: str) -> Losslessness:
     return Losslessness(n, len(divergences), tuple(divergences))
 
 
+def score_arms(measurement: Measurement, task: str) -> dict[str, TaskAccuracy]:
+    """Task accuracy of every arm on the prompts with a reference (first repetition: greedy repeats it)."""
+    references = {p.id: p.reference for p in measurement.prompts if p.reference is not None}
+    scores = {}
+    for arm, runs in measurement.runs.items():
+        outputs = {t.prompt_id: t.output_text for r in runs for t in r.traces if t.ok and t.repetition == 0}
+        scores[arm] = score_outputs(task, outputs, references)
+    return scores
+
+
 def _at(ids: tuple[int, ...], position: int) -> int | None:
     return ids[position] if position < len(ids) else None
 
@@ -104,8 +115,9 @@ def _excerpt(ids: tuple[int, ...], position: int) -> str:
 class Evaluation:
     """Summaries and checks of one pair × workload. The reference arm is the measurement's first arm."""
 
-    def __init__(self, measurement: Measurement, sla: SlaLimits, policy: GatePolicy) -> None:
+    def __init__(self, measurement: Measurement, sla: SlaLimits, policy: GatePolicy, task: str = "generate") -> None:
         self.measurement = measurement
+        self.task = task
         self.sla = sla
         self.policy = policy
         self.where = (measurement.pair, measurement.workload)
@@ -124,6 +136,7 @@ class Evaluation:
             seed=policy.seed,
         )
         self.losslessness = compare_outputs(measurement, self.candidate)
+        self.accuracy: dict[str, TaskAccuracy] = score_arms(measurement, task) if task != "generate" else {}
 
     @property
     def released(self) -> ArmSummary:
@@ -175,6 +188,31 @@ class Evaluation:
             unit="",
             n=result.n,
             details={"divergences": [d.position for d in result.divergences]},
+        )
+
+    def task_accuracy(self) -> Check:
+        """Speculation must not cost task accuracy: the candidate arm against the reference arm."""
+        reference = self.accuracy.get(self.measurement.reference)
+        candidate = self.accuracy.get(self.candidate)
+        if reference is None or candidate is None:
+            return Check(
+                "task_accuracy",
+                *self.where,
+                DRIFT,
+                False,
+                f"BLOCK: workload task {self.task!r} gave no accuracy to compare",
+            )
+        passed, message = compare_accuracy(reference, candidate, self.sla.max_accuracy_drop)
+        return Check(
+            "task_accuracy",
+            *self.where,
+            DRIFT,
+            passed,
+            f"{self.candidate} vs {self.measurement.reference}: {message}",
+            observed=candidate.accuracy,
+            limit=self.sla.max_accuracy_drop,
+            n=candidate.n,
+            baseline=reference.accuracy,
         )
 
     def recommendations(self, hardware: str) -> list[str]:

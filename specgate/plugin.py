@@ -100,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gate: a specgate check; its outcome counts in the verdict")
     config.addinivalue_line("markers", "model: runs a real model (slow); specgate's own tests")
     config.addinivalue_line("markers", "long: long-context workloads")
+    config.addinivalue_line("markers", "gate_tasks(*tasks): run this check only on workloads of these tasks")
     try:
         run = _build_run(config)
     except SpecgateError as exc:
@@ -226,10 +227,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        (kept if _applies(item, run) else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
     for item in items:
         if GATE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker("gate")
     run.gate_items = sum(1 for item in items if item.get_closest_marker("gate"))
+
+
+def _applies(item: pytest.Item, run: GateRun) -> bool:
+    """A check marked `gate_tasks(...)` runs only on workloads of those tasks (deselected elsewhere, not skipped:
+    a skipped gate check blocks)."""
+    marker = item.get_closest_marker("gate_tasks")
+    callspec = getattr(item, "callspec", None)
+    if marker is None or callspec is None or "workload" not in callspec.params:
+        return True
+    return run.workload(callspec.params["workload"]).task in marker.args
 
 
 @pytest.hookimpl(wrapper=True)

@@ -41,6 +41,7 @@ METRICS: tuple[RegressionMetric, ...] = (
 )
 ACCEPTANCE = "acceptance_rate"
 OUTPUT_DRIFT = "output_drift"
+TASK_ACCURACY = "task_accuracy"
 METRIC_NAMES: tuple[str, ...] = (*(m.name for m in METRICS), ACCEPTANCE, OUTPUT_DRIFT)
 
 
@@ -235,6 +236,39 @@ def output_drift_check(baseline: Baseline, evaluation: Evaluation, sla: SlaLimit
         limit=sla.max_drift,
         n=len(common),
         details={"same_models": same_models},
+    )
+
+
+def accuracy_check(baseline: Baseline, evaluation: Evaluation, sla: SlaLimits) -> Check:
+    """Task accuracy of the released arm must not fall more than `max_accuracy_drop` (absolute) below the baseline."""
+    from specgate.accuracy import compare_accuracy
+
+    pair, workload = evaluation.where
+    before = baseline.accuracy.get(evaluation.candidate)
+    now = evaluation.accuracy.get(evaluation.candidate)
+    if before is None or now is None:
+        return Check(
+            f"regression:{TASK_ACCURACY}",
+            pair,
+            workload,
+            REGRESSION,
+            False,
+            f"BLOCK: no task accuracy to compare (baseline {baseline.path} has "
+            f"{'none' if before is None else 'one'}; this run {'none' if now is None else 'one'}). "
+            "Re-record the baseline with --update-baselines.",
+        )
+    passed, message = compare_accuracy(before, now, sla.max_accuracy_drop)
+    return Check(
+        f"regression:{TASK_ACCURACY}",
+        pair,
+        workload,
+        REGRESSION,
+        passed,
+        f"{message} [baseline {baseline.path}]",
+        observed=now.accuracy,
+        limit=sla.max_accuracy_drop,
+        n=now.n,
+        baseline=before.accuracy,
     )
 
 

@@ -24,7 +24,9 @@ from specgate.regression import (
     METRIC_NAMES,
     METRICS,
     OUTPUT_DRIFT,
+    TASK_ACCURACY,
     acceptance_check,
+    accuracy_check,
     compare_metric,
     comparison_check,
     holm_family,
@@ -92,7 +94,12 @@ class GateRun:
         cached = self._evaluations.get(key)
         if cached is None:
             try:
-                cached = Evaluation(self.measure(pair_name, workload_name), self.sla(pair_name), self.project.gate)
+                cached = Evaluation(
+                    self.measure(pair_name, workload_name),
+                    self.sla(pair_name),
+                    self.project.gate,
+                    task=self.workload(workload_name).task,
+                )
                 margin = getattr(self.engine(pair_name), "logit_margin", None)
                 if margin is not None and cached.losslessness.divergences:
                     explain_divergences(cached, margin)
@@ -146,14 +153,16 @@ class GateRun:
                     evaluation = self.evaluation(*where)
                     baseline = self._baseline_or_none(*where)
                 except Exception as exc:
-                    outcomes.update({(*where, name): exc for name in METRIC_NAMES})
+                    outcomes.update({(*where, name): exc for name in (*METRIC_NAMES, TASK_ACCURACY)})
                     continue
                 if baseline is None:
-                    outcomes.update({(*where, name): self._no_baseline_check(*where, name) for name in METRIC_NAMES})
+                    names = (*METRIC_NAMES, TASK_ACCURACY)
+                    outcomes.update({(*where, name): self._no_baseline_check(*where, name) for name in names})
                     continue
                 sla = self.sla(pair_name)
                 outcomes[(*where, ACCEPTANCE)] = acceptance_check(baseline, evaluation, sla, self.project.gate)
                 outcomes[(*where, OUTPUT_DRIFT)] = output_drift_check(baseline, evaluation, sla)
+                outcomes[(*where, TASK_ACCURACY)] = accuracy_check(baseline, evaluation, sla)
                 for metric in METRICS:
                     try:
                         comparison = compare_metric(metric, baseline, evaluation, self.project.gate, sla)
@@ -193,7 +202,7 @@ class GateRun:
                 self.errors.append(f"{evaluation.where}: requests failed; its baseline was not updated")
                 continue
             path = self.baseline_file(*evaluation.where)
-            document = baseline_document(evaluation, self.hardware.name, gate, {}, self.project.source.parent)
+            document = baseline_document(evaluation, self.hardware.name, gate, self.project.source.parent)
             write_baseline(path, document)
             self.written_baselines.append(path)
         return self.written_baselines

@@ -21,3 +21,10 @@ def test_no_regression(
     gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, metric: str, gate_check: Callable[[Check], None]
 ) -> None:
     gate_check(gate_run.regression_check(pair.name, workload.name, metric))
+
+
+@pytest.mark.gate_tasks("numeric", "span", "summary")
+def test_task_accuracy_not_lower(
+    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, gate_check: Callable[[Check], None]
+) -> None:
+    gate_check(gate_run.regression_check(pair.name, workload.name, "task_accuracy"))
