@@ -103,6 +103,7 @@ class WorkloadConfig:
     max_new_tokens: int = 64
     limit: int | None = None
     task: str = "generate"
+    gate_speed: bool = True
     default: bool = False
     description: str = ""
     fields: Mapping[str, str] = field(default_factory=dict)
@@ -295,6 +296,7 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
         max_new_tokens=int(_typed(raw.get("max_new_tokens", 64), int, source, f"{where}.max_new_tokens")),
         limit=None if limit is None else int(_typed(limit, int, source, f"{where}.limit")),
         task=_check_choice(raw.get("task", "generate"), TASKS, source, f"{where}.task"),
+        gate_speed=bool(_typed(raw.get("gate_speed", True), bool, source, f"{where}.gate_speed")),
         default=bool(raw.get("default", False)),
         description=str(raw.get("description", "")),
         fields={str(k): str(v) for k, v in fields_map.items()},

@@ -101,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "model: runs a real model (slow); specgate's own tests")
     config.addinivalue_line("markers", "long: long-context workloads")
     config.addinivalue_line("markers", "gate_tasks(*tasks): run this check only on workloads of these tasks")
+    config.addinivalue_line("markers", "gate_speed: a speed check; not run on workloads with gate_speed: false")
     try:
         run = _build_run(config)
     except SpecgateError as exc:
@@ -241,13 +242,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _applies(item: pytest.Item, run: GateRun) -> bool:
-    """A check marked `gate_tasks(...)` runs only on workloads of those tasks (deselected elsewhere, not skipped:
-    a skipped gate check blocks)."""
-    marker = item.get_closest_marker("gate_tasks")
+    """A check marked `gate_tasks(...)` runs only on workloads of those tasks, and one marked `gate_speed` only on
+    workloads that gate speed. Others are deselected, not skipped: a skipped gate check blocks."""
     callspec = getattr(item, "callspec", None)
-    if marker is None or callspec is None or "workload" not in callspec.params:
+    if callspec is None or "workload" not in callspec.params:
         return True
-    return run.workload(callspec.params["workload"]).task in marker.args
+    workload = run.workload(callspec.params["workload"])
+    tasks = item.get_closest_marker("gate_tasks")
+    if tasks is not None and workload.task not in tasks.args:
+        return False
+    return workload.gate_speed or item.get_closest_marker("gate_speed") is None
 
 
 @pytest.hookimpl(wrapper=True)

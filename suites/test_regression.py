@@ -12,19 +12,28 @@ import pytest
 
 from specgate.config import PairConfig, WorkloadConfig
 from specgate.gate import Check
-from specgate.regression import METRIC_NAMES
+from specgate.regression import ACCEPTANCE, METRICS, OUTPUT_DRIFT, TASK_ACCURACY
 from specgate.run import GateRun
 
+Gate = Callable[[Check], None]
 
-@pytest.mark.parametrize("metric", METRIC_NAMES)
+
+@pytest.mark.gate_speed
+@pytest.mark.parametrize("metric", [*(m.name for m in METRICS), ACCEPTANCE])
 def test_no_regression(
-    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, metric: str, gate_check: Callable[[Check], None]
+    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, metric: str, gate_check: Gate
 ) -> None:
     gate_check(gate_run.regression_check(pair.name, workload.name, metric))
 
 
+def test_outputs_match_baseline(
+    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, gate_check: Gate
+) -> None:
+    gate_check(gate_run.regression_check(pair.name, workload.name, OUTPUT_DRIFT))
+
+
 @pytest.mark.gate_tasks("numeric", "span", "summary")
 def test_task_accuracy_not_lower(
-    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, gate_check: Callable[[Check], None]
+    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, gate_check: Gate
 ) -> None:
-    gate_check(gate_run.regression_check(pair.name, workload.name, "task_accuracy"))
+    gate_check(gate_run.regression_check(pair.name, workload.name, TASK_ACCURACY))

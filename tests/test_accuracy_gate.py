@@ -67,3 +67,13 @@ def test_accuracy_checks_are_deselected_on_workloads_without_references(
     result = pytester.runpytest("suites", "--collect-only", "-q", "-k", "task_accuracy")
     result.stdout.fnmatch_lines(["*deselected*"])
     assert not [line for line in result.outlines if "task_accuracy" in line and "::" in line]
+
+
+def test_accuracy_probe_without_speed_checks(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    math_project(gate_project, tokens=32, answer_at=31)
+    config = pytester.path / "specgate.yaml"
+    config.write_text(config.read_text().replace("task: numeric", "task: numeric\n    gate_speed: false"))
+    result = pytester.runpytest("suites", "--collect-only", "-q")
+    names = [line.split("::")[1].split("[")[0] for line in result.outlines if "::" in line]
+    assert set(names) == {"test_greedy_identity", "test_task_accuracy_same_in_both_arms", "test_enough_samples",
+                          "test_outputs_match_baseline", "test_task_accuracy_not_lower"}
