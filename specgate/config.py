@@ -115,6 +115,7 @@ class GatePolicy:
 
     alpha: float = 0.01
     repetitions: int = 2
+    max_repetitions: int = 0
     warmup: int = 1
     min_samples: int = 4
     bootstrap_resamples: int = 2000

@@ -10,7 +10,7 @@ unit k of one arm pairs with unit k of every other arm (same prompts, same repet
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -64,8 +64,14 @@ def measure_pair(
     hardware: str,
     gamma: int | None = None,
     observer: RunObserver | None = None,
+    stop: Callable[[Measurement, int], bool] | None = None,
 ) -> Measurement:
-    """Run every arm of a loaded engine on the prompts according to the gate policy."""
+    """Run every arm of a loaded engine on the prompts according to the gate policy.
+
+    With `policy.max_repetitions` above `policy.repetitions` and a `stop` rule, repetitions continue one look at a
+    time after the first `repetitions`, until `stop(measurement so far, look)` says the decision is clear or
+    `max_repetitions` is reached (see `specgate.sequential`).
+    """
     if not prompts:
         raise MeasurementError(f"workload {workload!r} has no prompts to measure")
     arms = tuple(engine.arms)
@@ -84,7 +90,25 @@ def measure_pair(
             observer.after_run(arm, result)
         runs[arm].append(result)
 
-    for repetition in range(policy.repetitions):
+    def snapshot() -> Measurement:
+        return Measurement(
+            pair=pair,
+            workload=workload,
+            hardware=hardware,
+            engine=engine.name,
+            arms=arms,
+            prompts=tuple(prompts),
+            runs={arm: tuple(r) for arm, r in runs.items()},
+            versions=dict(engine.versions()),
+            models={role: model.sha256 for role, model in getattr(engine, "resolved", {}).items()},
+            cost_ratio=getattr(engine, "cost_ratio", None),
+            gamma=gamma,
+            started_at=started,
+            duration_s=time.perf_counter() - clock,
+        )
+
+    last = max(policy.repetitions, policy.max_repetitions if stop is not None else 0)
+    for repetition in range(last):
         if engine.per_request:
             for index, prompt in enumerate(prompts):
                 for arm in _order(arms, (index + repetition) % 2 == 1):
@@ -92,18 +116,7 @@ def measure_pair(
         else:
             for arm in _order(arms, repetition % 2 == 1):
                 run(list(prompts), arm, repetition)
-    return Measurement(
-        pair=pair,
-        workload=workload,
-        hardware=hardware,
-        engine=engine.name,
-        arms=arms,
-        prompts=tuple(prompts),
-        runs={arm: tuple(r) for arm, r in runs.items()},
-        versions=dict(engine.versions()),
-        models={role: model.sha256 for role, model in getattr(engine, "resolved", {}).items()},
-        cost_ratio=getattr(engine, "cost_ratio", None),
-        gamma=gamma,
-        started_at=started,
-        duration_s=time.perf_counter() - clock,
-    )
+        look = repetition + 2 - policy.repetitions
+        if stop is not None and look >= 1 and repetition + 1 < last and stop(snapshot(), look):
+            break
+    return snapshot()

@@ -32,6 +32,7 @@ from specgate.regression import (
     holm_family,
     output_drift_check,
 )
+from specgate.sequential import StopRule, sequential_stop
 from specgate.stats import Comparison
 from specgate.workloads import load_workload
 
@@ -123,7 +124,18 @@ class GateRun:
             workload=workload_name,
             hardware=self.hardware.name,
             gamma=pair.speculation.num_tokens,
+            stop=self._stop_rule(pair_name, workload_name),
         )
+
+    def _stop_rule(self, pair_name: str, workload_name: str) -> StopRule | None:
+        """Sequential stopping against the baseline, when the policy asks for it and a baseline exists."""
+        policy = self.project.gate
+        if self.update_baselines or policy.max_repetitions <= policy.repetitions:
+            return None
+        baseline = self._baseline_or_none(pair_name, workload_name)
+        if baseline is None:
+            return None
+        return sequential_stop(baseline, self.sla(pair_name), policy, self.workload(workload_name).task)
 
     def evaluations(self) -> list[Evaluation]:
         return [e for e in self._evaluations.values() if isinstance(e, Evaluation)]

@@ -43,7 +43,7 @@ def gate_blocks(baseline_path: Path, current: Evaluation) -> set[str]:
 
 def record(tmp_path: Path, behaviour: FakeBehaviour, seed: int, content_seed: int) -> Path:
     path = tmp_path / f"baseline-{seed}.json"
-    write_baseline(path, baseline_document(evaluate(behaviour, seed, content_seed), "cpu", {}, {}, tmp_path))
+    write_baseline(path, baseline_document(evaluate(behaviour, seed, content_seed), "cpu", {}, tmp_path))
     return path
 
 
@@ -88,3 +88,42 @@ def test_fake_acceptance_rates_are_as_stated(p: float) -> None:
     summary = evaluate(dataclasses.replace(PREMISE, acceptance=p), seed=7).released.acceptance
     assert summary is not None and summary.rate is not None
     assert summary.rate == pytest.approx(expected, rel=0.03)
+
+
+SEQUENTIAL = dataclasses.replace(POLICY, repetitions=2, max_repetitions=5)
+
+
+def measure_sequential(tmp_path: Path, after: FakeBehaviour, seed: int) -> tuple[int, set[str]]:
+    """Repetitions run and checks blocked, with sequential stopping against a fixed-size baseline."""
+    from specgate.sequential import sequential_stop
+
+    path = record(tmp_path, FakeBehaviour(), 2 * seed, content_seed=seed)
+    baseline = load_baseline(path)
+    engine = FakeEngine(after, seed=2 * seed + 1, content_seed=seed)
+    measurement = measure_pair(
+        engine,
+        PROMPTS,
+        SEQUENTIAL,
+        pair="fake",
+        workload="w",
+        hardware="cpu",
+        gamma=4,
+        stop=sequential_stop(baseline, SLA, SEQUENTIAL),
+    )
+    repetitions = len(measurement.runs["ar"]) // len(PROMPTS)
+    return repetitions, gate_blocks(path, Evaluation(measurement, SLA, SEQUENTIAL))
+
+
+def test_sequential_stopping_saves_repetitions_and_keeps_decisions(tmp_path: Path) -> None:
+    aa = [measure_sequential(tmp_path, FakeBehaviour(), seed) for seed in range(20)]
+    slow = [measure_sequential(tmp_path, FakeBehaviour(slowdown=1.10), seed) for seed in range(20)]
+    print(
+        f"A/A: mean repetitions {sum(r for r, _ in aa) / 20:.2f} of 5; 10 % slowdown: "
+        f"{sum(r for r, _ in slow) / 20:.2f} of 5"
+    )
+    # Most unchanged configurations are clear at the first look, and none blocks.
+    assert sum(r for r, _ in aa) / len(aa) <= 3
+    assert not any(blocked for _, blocked in aa)
+    # A 10 % slowdown is clear early too, and still blocks.
+    assert sum(r for r, _ in slow) / len(slow) <= 3
+    assert all("tpot_ms" in blocked for _, blocked in slow)
