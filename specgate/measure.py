@@ -1,6 +1,7 @@
 """The measurement protocol: warm-up, interleaved arms, repetitions.
 
-Warm-up requests (the first `warmup` prompts, in every arm) are run and discarded. Then each repetition runs every
+Warm-up requests (the first `warmup` prompts, in every arm, just before the arm's first measured call) are run and
+discarded. Then each repetition runs every
 prompt in every arm. Engines that take one request at a time alternate the arm order per prompt and per
 repetition (ar→spec, spec→ar, …), so slow drift of the machine (thermal, other load) falls on both arms alike;
 batching engines run whole arms, alternating the order per repetition. Runs are recorded in execution order, so
@@ -77,12 +78,14 @@ def measure_pair(
     arms = tuple(engine.arms)
     started = time.time()
     clock = time.perf_counter()
-    for arm in arms:
-        for prompt in prompts[: policy.warmup]:
-            engine.run([prompt], arm, repetition=-1)
     runs: dict[str, list[ArmRun]] = {arm: [] for arm in arms}
+    warmed: set[str] = set()
 
     def run(batch: Sequence[Prompt], arm: str, repetition: int) -> None:
+        if arm not in warmed:  # just before the arm's first measured call: engines that switch arms start once
+            warmed.add(arm)
+            for prompt in prompts[: policy.warmup]:
+                engine.run([prompt], arm, repetition=-1)
         if observer is not None:
             observer.before_run(arm)
         result = engine.run(batch, arm, repetition=repetition)
