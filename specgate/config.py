@@ -104,6 +104,8 @@ class WorkloadConfig:
     limit: int | None = None
     task: str = "generate"
     gate_speed: bool = True
+    repetitions: int | None = None
+    template: str | None = None
     default: bool = False
     description: str = ""
     fields: Mapping[str, str] = field(default_factory=dict)
@@ -298,6 +300,12 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
         limit=None if limit is None else int(_typed(limit, int, source, f"{where}.limit")),
         task=_check_choice(raw.get("task", "generate"), TASKS, source, f"{where}.task"),
         gate_speed=bool(_typed(raw.get("gate_speed", True), bool, source, f"{where}.gate_speed")),
+        template=None
+        if raw.get("template") is None
+        else str(_typed(raw["template"], str, source, f"{where}.template")),
+        repetitions=None
+        if raw.get("repetitions") is None
+        else int(_typed(raw["repetitions"], int, source, f"{where}.repetitions")),
         default=bool(raw.get("default", False)),
         description=str(raw.get("description", "")),
         fields={str(k): str(v) for k, v in fields_map.items()},

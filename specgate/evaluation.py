@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from specgate.accuracy import TaskAccuracy, compare_accuracy, score_outputs
 from specgate.config import GatePolicy, SlaLimits
-from specgate.engines.base import Prompt
+from specgate.engines.base import Prompt, RequestTrace
 from specgate.gate import (
     DRIFT,
     Check,
@@ -20,6 +21,10 @@ from specgate.gate import (
 )
 from specgate.measure import Measurement
 from specgate.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
+
+if TYPE_CHECKING:
+    from specgate.energy import EnergyReport
+    from specgate.roofline import Roofline
 
 NEAR_TIE_LOGITS = 0.5
 
@@ -77,18 +82,21 @@ def compare_outputs(measurement: Measurement, arm: str) -> Losslessness:
             ref = reference.get((trace.prompt_id, trace.repetition))
             if ref is None or not ref.ok or not trace.ok:
                 continue
+            a, b = _comparable(ref), _comparable(trace)
+            if not a and not b:
+                continue  # nothing to compare: not counted, so an all-empty run cannot pass as identical
             n += 1
-            position = first_divergence(ref.output_ids, trace.output_ids)
+            position = first_divergence(a, b)
             if position is not None:
                 divergences.append(
                     Divergence(
                         trace.prompt_id,
                         trace.repetition,
                         position,
-                        _excerpt(ref.output_ids, position),
-                        _excerpt(trace.output_ids, position),
-                        _at(ref.output_ids, position),
-                        _at(trace.output_ids, position),
+                        _excerpt(a, position),
+                        _excerpt(b, position),
+                        _at(a, position),
+                        _at(b, position),
                     )
                 )
     return Losslessness(n, len(divergences), tuple(divergences))
@@ -102,6 +110,11 @@ def score_arms(measurement: Measurement, task: str) -> dict[str, TaskAccuracy]:
         outputs = {t.prompt_id: t.output_text for r in runs for t in r.traces if t.ok and t.repetition == 0}
         scores[arm] = score_outputs(task, outputs, references)
     return scores
+
+
+def _comparable(trace: RequestTrace) -> tuple[int, ...]:
+    """Token ids, or the text's code points when the engine returned no ids (positions are characters then)."""
+    return trace.output_ids or tuple(map(ord, trace.output_text))
 
 
 def _at(ids: tuple[int, ...], position: int) -> int | None:
@@ -127,16 +140,25 @@ class Evaluation:
         self.candidate = next((a for a in measurement.arms if a != measurement.reference), measurement.reference)
         candidate = self.summaries[self.candidate]
         rate = None if candidate.acceptance is None else candidate.acceptance.rate
-        self.speedup: Speedup | None = measure_speedup(
-            measurement.runs[measurement.reference],
-            measurement.runs[self.candidate],
-            gamma=measurement.gamma,
-            cost_ratio=measurement.cost_ratio,
-            acceptance_rate=rate,
-            seed=policy.seed,
+        failed = sum(s.n_failed for s in self.summaries.values())
+        # Failed requests end early: their wall times would fake a speedup, so none is measured (fail closed).
+        self.speedup: Speedup | None = (
+            None
+            if failed
+            else measure_speedup(
+                measurement.runs[measurement.reference],
+                measurement.runs[self.candidate],
+                gamma=measurement.gamma,
+                cost_ratio=measurement.cost_ratio,
+                acceptance_rate=rate,
+                seed=policy.seed,
+            )
         )
         self.losslessness = compare_outputs(measurement, self.candidate)
         self.accuracy: dict[str, TaskAccuracy] = score_arms(measurement, task) if task != "generate" else {}
+        # Cost, energy, peak memory and roofline: set by `specgate.energy.attach_resources` when a monitor ran.
+        self.energy: EnergyReport | None = None
+        self.roofline: Roofline | None = None
 
     @property
     def released(self) -> ArmSummary:

@@ -75,7 +75,8 @@ def check_samples(where: tuple[str, str], summaries: Sequence[ArmSummary], min_s
     for s in summaries:
         completed = s.n_requests - s.n_failed
         if s.n_failed:
-            problems.append(f"arm {s.arm}: {s.n_failed} of {s.n_requests} requests failed")
+            causes = "; ".join(f"{count}× {reason}" for reason, count in sorted(s.errors.items()))
+            problems.append(f"arm {s.arm}: {s.n_failed} of {s.n_requests} requests failed ({causes})")
         if completed < min_samples:
             problems.append(f"arm {s.arm}: {completed} completed requests < {min_samples} required")
     fewest = min((s.n_requests - s.n_failed for s in summaries), default=0)

@@ -11,8 +11,9 @@ Predicted speedup (Leviathan et al. 2023) = (1 − α^(γ+1)) / ((1 − α)(γc 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -87,6 +88,7 @@ class ArmSummary:
     effective_tokens_per_s: Distribution | None
     system_tokens_per_s: float
     acceptance: Acceptance | None
+    errors: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,7 @@ def summarize_arm(arm: str, runs: Sequence[ArmRun], seed: int = 0) -> ArmSummary
         effective_tokens_per_s=summarize_values([m.effective_tokens_per_s for m in per_request], seed),
         system_tokens_per_s=tokens / wall_s if wall_s > 0 else 0.0,
         acceptance=summarize_acceptance(traces, counters),
+        errors=dict(Counter(t.error or "no output" for t in traces if not t.ok)),
     )
 
 

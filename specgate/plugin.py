@@ -28,6 +28,7 @@ from specgate.engines.base import Engine
 from specgate.errors import ConfigError, SpecgateError
 from specgate.evaluation import Evaluation
 from specgate.gate import Check
+from specgate.longdoc import is_long_workload
 from specgate.measure import Measurement
 from specgate.reports.plugins import register_reports
 from specgate.run import GateRun
@@ -99,7 +100,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gate: a specgate check; its outcome counts in the verdict")
     config.addinivalue_line("markers", "model: runs a real model (slow); specgate's own tests")
-    config.addinivalue_line("markers", "long: long-context workloads")
+    config.addinivalue_line("markers", "long: a long-context check; runs only on workloads whose name starts with long")
     config.addinivalue_line("markers", "gate_tasks(*tasks): run this check only on workloads of these tasks")
     config.addinivalue_line("markers", "gate_speed: a speed check; not run on workloads with gate_speed: false")
     try:
@@ -248,6 +249,8 @@ def _applies(item: pytest.Item, run: GateRun) -> bool:
     if callspec is None or "workload" not in callspec.params:
         return True
     workload = run.workload(callspec.params["workload"])
+    if item.get_closest_marker("long") is not None and not is_long_workload(workload.name):
+        return False  # the long suite measures long prompts; the default short workloads would mean nothing
     tasks = item.get_closest_marker("gate_tasks")
     if tasks is not None and workload.task not in tasks.args:
         return False

@@ -121,15 +121,16 @@ def comparison_check(comparison: Comparison, evaluation: Evaluation, baseline: B
     )
 
 
-def acceptance_drop_bound(
-    before: ArmSamples, now: ArmSamples, confidence: float, n_boot: int, seed: int
-) -> tuple[float, float]:
+def acceptance_drop_bound(before: ArmSamples, now: ArmSamples, confidence: float) -> tuple[float, float]:
     """Relative drop of the pooled acceptance rate and its one-sided upper confidence bound.
 
-    The bound comes from a bootstrap over prompts (repetitions of a prompt are one cluster: greedy acceptance
-    repeats exactly), paired by prompt when both runs share them. An unchanged pair gets a bound of exactly 0.
+    Prompts are the units (repetitions of a prompt form one cluster: greedy acceptance repeats exactly), paired by
+    prompt when both runs share them. The bound is the drop plus a Student-t quantile (n − 1 degrees of freedom)
+    times the jackknife standard error over prompts: with a few dozen prompts a percentile bootstrap is too narrow.
+    An unchanged pair has a standard error of 0 and gets a bound equal to its drop, 0.
     """
     import numpy as np
+    from scipy import stats
 
     def per_prompt(arm: ArmSamples) -> dict[str, tuple[int, int]]:
         totals: dict[str, tuple[int, int]] = {}
@@ -140,16 +141,22 @@ def acceptance_drop_bound(
 
     base, cur = per_prompt(before), per_prompt(now)
     common = sorted(set(base) & set(cur))
-    a = np.asarray([base[k] for k in common] if common else list(base.values()), dtype=float)
-    b = np.asarray([cur[k] for k in common] if common else list(cur.values()), dtype=float)
-    drop = 1 - (b[:, 0].sum() / b[:, 1].sum()) / (a[:, 0].sum() / a[:, 1].sum())
-    rng = np.random.default_rng(seed)
-    ia = rng.integers(0, len(a), size=(n_boot, len(a)))
-    ib = ia if common else rng.integers(0, len(b), size=(n_boot, len(b)))
-    rate_a = a[ia, 0].sum(axis=1) / np.maximum(a[ia, 1].sum(axis=1), 1)
-    rate_b = b[ib, 0].sum(axis=1) / np.maximum(b[ib, 1].sum(axis=1), 1)
-    drops = 1 - rate_b / np.where(rate_a > 0, rate_a, np.nan)
-    return float(drop), float(np.nanpercentile(drops, 100 * confidence))
+    if len(common) < 2:
+        raise ValueError("acceptance needs at least 2 prompts in common with the baseline")
+    a = np.asarray([base[k] for k in common], dtype=float)
+    b = np.asarray([cur[k] for k in common], dtype=float)
+
+    def drop_of(keep: np.ndarray) -> float:
+        rate_a = a[keep, 0].sum() / max(a[keep, 1].sum(), 1.0)
+        rate_b = b[keep, 0].sum() / max(b[keep, 1].sum(), 1.0)
+        return float(1 - rate_b / rate_a) if rate_a > 0 else 0.0
+
+    n = len(common)
+    everything = np.ones(n, dtype=bool)
+    drop = drop_of(everything)
+    leave_one_out = np.asarray([drop_of(np.arange(n) != i) for i in range(n)])
+    se = float(np.sqrt((n - 1) / n * ((leave_one_out - leave_one_out.mean()) ** 2).sum()))
+    return drop, drop + float(stats.t.ppf(confidence, n - 1)) * se
 
 
 def acceptance_check(baseline: Baseline, evaluation: Evaluation, sla: SlaLimits, policy: GatePolicy) -> Check:
@@ -168,13 +175,14 @@ def acceptance_check(baseline: Baseline, evaluation: Evaluation, sla: SlaLimits,
             False,
             f"BLOCK: acceptance rate missing (baseline {before}, current {now}) [baseline {baseline.path}]",
         )
-    drop, upper = acceptance_drop_bound(
-        stored, current, 1 - policy.alpha, max(policy.bootstrap_resamples, 200), policy.seed
-    )
+    try:
+        drop, upper = acceptance_drop_bound(stored, current, 1 - policy.alpha)
+    except ValueError as exc:
+        return Check(name, pair, workload, REGRESSION, False, f"BLOCK: {exc} [baseline {baseline.path}]")
     ok = upper <= sla.max_acceptance_drop
     message = (
         f"acceptance rate {before:.4f} → {now:.4f}: relative drop {drop:+.1%} "
-        f"({1 - policy.alpha:.0%} upper bound {upper:+.1%}) {'≤' if ok else '>'} allowed "
+        f"({1 - policy.alpha:.0%} upper bound {upper:+.1%}, jackknife over prompts) {'≤' if ok else '>'} allowed "
         f"{sla.max_acceptance_drop:.0%} (n={len(current.samples)} requests) [baseline {baseline.path}]"
     )
     return Check(

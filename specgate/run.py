@@ -14,10 +14,12 @@ from pathlib import Path
 
 from specgate.baselines import Baseline, baseline_document, baseline_path, load_baseline, write_baseline
 from specgate.config import HardwareProfile, PairConfig, ProjectConfig, SlaLimits, WorkloadConfig, effective_sla
+from specgate.energy import ArmMonitor, Observation, attach_resources
 from specgate.engines.base import Engine
 from specgate.errors import MeasurementError
 from specgate.evaluation import Evaluation, explain_divergences
 from specgate.gate import REGRESSION, Check, Verdict, decide
+from specgate.hardware.backends import get_backend
 from specgate.measure import Measurement, measure_pair
 from specgate.regression import (
     ACCEPTANCE,
@@ -32,6 +34,7 @@ from specgate.regression import (
     holm_family,
     output_drift_check,
 )
+from specgate.roofline import model_folder
 from specgate.sequential import StopRule, sequential_stop
 from specgate.stats import Comparison
 from specgate.workloads import load_workload
@@ -60,6 +63,7 @@ class GateRun:
     _evaluations: dict[tuple[str, str], Evaluation | BaseException] = field(default_factory=dict)
     _regressions: dict[tuple[str, str, str], Check | BaseException] | None = None
     written_baselines: list[Path] = field(default_factory=list)
+    _observations: dict[tuple[str, str], Observation] = field(default_factory=dict)
 
     def pair(self, name: str) -> PairConfig:
         return self.project.pairs[name]
@@ -104,6 +108,7 @@ class GateRun:
                 margin = getattr(self.engine(pair_name), "logit_margin", None)
                 if margin is not None and cached.losslessness.divergences:
                     explain_divergences(cached, margin)
+                self._attach_resources(cached, pair_name)
                 self.recommendations.extend(cached.recommendations(self.hardware.name))
             except Exception as exc:
                 cached = exc
@@ -113,18 +118,42 @@ class GateRun:
         return cached
 
     def measure(self, pair_name: str, workload_name: str) -> Measurement:
+        """Measure the pair on the workload with an `ArmMonitor` watching every engine call (energy, memory)."""
+        backend = get_backend(self.hardware.backend, self.hardware.device, profile=self.hardware.name)
+        monitor = ArmMonitor(self.hardware, backend)
+        try:
+            return self._measure(pair_name, workload_name, monitor)
+        finally:
+            self._observations[(pair_name, workload_name)] = monitor.finish()
+
+    def _attach_resources(self, evaluation: Evaluation, pair_name: str) -> None:
+        """Cost, energy and peak memory per arm (from the monitor) and the target model's decode roofline."""
+        attach_resources(
+            evaluation,
+            self._observations.get(evaluation.where),
+            self.hardware,
+            dtype=self.pair(pair_name).dtype or self.hardware.dtype,
+            model_folder=model_folder(self.engine(pair_name)),
+        )
+
+    def _measure(self, pair_name: str, workload_name: str, observer: ArmMonitor) -> Measurement:
         pair = self.pair(pair_name)
         engine = self.engine(pair_name)
-        prompts = load_workload(self.workload(workload_name))
+        workload = self.workload(workload_name)
+        prompts = load_workload(workload)
+        policy = self.project.gate
+        if workload.repetitions is not None:  # e.g. an accuracy probe: greedy outputs repeat exactly
+            policy = dataclasses.replace(policy, repetitions=workload.repetitions)
         return measure_pair(
             engine,
             prompts,
-            self.project.gate,
+            policy,
             pair=pair_name,
             workload=workload_name,
             hardware=self.hardware.name,
             gamma=pair.speculation.num_tokens,
             stop=self._stop_rule(pair_name, workload_name),
+            observer=observer,
         )
 
     def _stop_rule(self, pair_name: str, workload_name: str) -> StopRule | None:

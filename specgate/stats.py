@@ -98,7 +98,7 @@ class Comparison:
         holm_note = f" (Holm, {self.family_size} tests)" if self.family_size > 1 else ""
         return (
             f"{name}: {_fmt_value(self.baseline_value)} → {_fmt_value(self.current_value)}{unit} ({change}), "
-            f"{self._tests_text()}, n={self.n_baseline}/{self.n_current}, α={self.alpha:.3g}{holm_note} — "  # noqa: RUF001
+            f"{self._tests_text()}, n={self.n_baseline}/{self.n_current}, α={self.alpha:.3g}{holm_note} — "
             f"{self._verdict_text()}"
         )
 

@@ -1,7 +1,8 @@
 """Workloads: JSONL files of prompts, read into `Prompt` records.
 
 Each line is a JSON object. Field names are mapped by the workload's `fields` config (defaults: `id`, `prompt`,
-`reference`, `system`), so users can point specgate at their own sets without rewriting them.
+`reference`, `system`), or the prompt is built from a `template` over the record's fields (e.g.
+`"{context}\n\nQuestion: {question}"`), so users can point specgate at their own sets without rewriting them.
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ def load_workload(workload: WorkloadConfig) -> tuple[Prompt, ...]:
     return tuple(prompts)
 
 
+def _render(template: str, record: dict[str, object], where: str) -> str:
+    """The prompt from a template over the record's fields, e.g. "{context}\n\nQuestion: {question}"."""
+    try:
+        return template.format(**record)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise WorkloadError(
+            f"{where}: template cannot be filled ({type(exc).__name__}: {exc}). Fields present: {', '.join(record)}"
+        ) from exc
+
+
 def _prompt(line: str, number: int, workload: WorkloadConfig, mapping: Mapping[str, str]) -> Prompt:
     where = f"workload {workload.name!r}: {workload.path}:{number}"
     try:
@@ -49,7 +60,7 @@ def _prompt(line: str, number: int, workload: WorkloadConfig, mapping: Mapping[s
         raise WorkloadError(f"{where}: not valid JSON ({exc.msg})") from exc
     if not isinstance(record, dict):
         raise WorkloadError(f"{where}: expected a JSON object")
-    text = record.get(mapping["prompt"])
+    text = _render(workload.template, record, where) if workload.template else record.get(mapping["prompt"])
     if not isinstance(text, str) or not text:
         raise WorkloadError(
             f"{where}: no prompt text in field {mapping['prompt']!r}. Fields present: {', '.join(record)}. "
@@ -61,6 +72,6 @@ def _prompt(line: str, number: int, workload: WorkloadConfig, mapping: Mapping[s
         id=str(record.get(mapping["id"], f"line-{number}")),
         text=text,
         max_new_tokens=workload.max_new_tokens,
-        reference=None if reference is None else str(reference),
+        reference=None if reference is None else reference if isinstance(reference, str) else json.dumps(reference),
         system=None if system is None else str(system),
     )

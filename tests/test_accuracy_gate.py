@@ -30,14 +30,17 @@ def fake_answer(prompt_id: str, position: int) -> int:
 
 def math_project(gate_project: Callable[..., Path], tokens: int, answer_at: int) -> Path:
     root = gate_project(config=CONFIG.format(tokens=tokens))
-    lines = [json.dumps({"id": f"q{i}", "prompt": f"question {i}", "reference": str(fake_answer(f"q{i}", answer_at))})
-             for i in range(8)]
+    lines = [
+        json.dumps({"id": f"q{i}", "prompt": f"question {i}", "reference": str(fake_answer(f"q{i}", answer_at))})
+        for i in range(8)
+    ]
     (root / "workloads" / "math.jsonl").write_text("\n".join(lines) + "\n")
     return root
 
 
-def test_accuracy_stored_and_shorter_output_blocks(pytester: pytest.Pytester,
-                                                   gate_project: Callable[..., Path]) -> None:
+def test_accuracy_stored_and_shorter_output_blocks(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
     root = math_project(gate_project, tokens=32, answer_at=31)  # the answer is the last number of the output
     first = pytester.runpytest("suites", "--update-baselines")
     assert first.ret == pytest.ExitCode.OK, first.stdout.str()
@@ -50,8 +53,9 @@ def test_accuracy_stored_and_shorter_output_blocks(pytester: pytest.Pytester,
     result.stdout.fnmatch_lines(["*numeric accuracy 0.0% vs baseline 100.0%: drop 100.0 pts > max 3.0 pts (n=8*"])
 
 
-def test_accuracy_lost_by_speculation_blocks_between_arms(pytester: pytest.Pytester,
-                                                          gate_project: Callable[..., Path]) -> None:
+def test_accuracy_lost_by_speculation_blocks_between_arms(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
     root = math_project(gate_project, tokens=32, answer_at=31)
     conftest = root / "conftest.py"
     conftest.write_text(conftest.read_text().replace("FakeBehaviour()", "FakeBehaviour(wrong_token_at=31)"))
@@ -75,5 +79,10 @@ def test_accuracy_probe_without_speed_checks(pytester: pytest.Pytester, gate_pro
     config.write_text(config.read_text().replace("task: numeric", "task: numeric\n    gate_speed: false"))
     result = pytester.runpytest("suites", "--collect-only", "-q")
     names = [line.split("::")[1].split("[")[0] for line in result.outlines if "::" in line]
-    assert set(names) == {"test_greedy_identity", "test_task_accuracy_same_in_both_arms", "test_enough_samples",
-                          "test_outputs_match_baseline", "test_task_accuracy_not_lower"}
+    assert set(names) == {
+        "test_greedy_identity",
+        "test_task_accuracy_same_in_both_arms",
+        "test_enough_samples",
+        "test_outputs_match_baseline",
+        "test_task_accuracy_not_lower",
+    }

@@ -25,9 +25,11 @@ SLA = SlaLimits()
 PROMPTS = tuple(Prompt(f"prompt-{i}", "text", max_new_tokens=48) for i in range(16))
 
 
-def evaluate(behaviour: FakeBehaviour, seed: int, content_seed: int = 0) -> Evaluation:
+def evaluate(
+    behaviour: FakeBehaviour, seed: int, content_seed: int = 0, prompts: tuple[Prompt, ...] = PROMPTS
+) -> Evaluation:
     engine = FakeEngine(behaviour, seed=seed, content_seed=content_seed)
-    measurement = measure_pair(engine, PROMPTS, POLICY, pair="fake", workload="w", hardware="cpu", gamma=4)
+    measurement = measure_pair(engine, prompts, POLICY, pair="fake", workload="w", hardware="cpu", gamma=4)
     return Evaluation(measurement, SLA, POLICY)
 
 
@@ -41,18 +43,30 @@ def gate_blocks(baseline_path: Path, current: Evaluation) -> set[str]:
     return blocked
 
 
-def record(tmp_path: Path, behaviour: FakeBehaviour, seed: int, content_seed: int) -> Path:
+def record(
+    tmp_path: Path, behaviour: FakeBehaviour, seed: int, content_seed: int, prompts: tuple[Prompt, ...] = PROMPTS
+) -> Path:
     path = tmp_path / f"baseline-{seed}.json"
-    write_baseline(path, baseline_document(evaluate(behaviour, seed, content_seed), "cpu", {}, tmp_path))
+    write_baseline(path, baseline_document(evaluate(behaviour, seed, content_seed, prompts), "cpu", {}, tmp_path))
     return path
 
 
-def block_rate(tmp_path: Path, before: FakeBehaviour, after: FakeBehaviour, trials: int, metric: str | None) -> float:
+def block_rate(
+    tmp_path: Path,
+    before: FakeBehaviour,
+    after: FakeBehaviour,
+    trials: int,
+    metric: str | None,
+    prompts: tuple[Prompt, ...] = PROMPTS,
+    new_draft: bool = False,
+) -> float:
+    """Share of trials that block. Baseline and current differ in timing noise; they accept the same draft tokens
+    (same content seed) unless `new_draft`: a different draft model accepts different tokens."""
     hits = 0
     for trial in range(trials):
-        # Baseline and current share the content (prompts, models) of the trial and differ in timing noise.
-        baseline = record(tmp_path, before, 2 * trial, content_seed=trial)
-        blocked = gate_blocks(baseline, evaluate(after, 2 * trial + 1, content_seed=trial))
+        baseline = record(tmp_path, before, 2 * trial, content_seed=trial, prompts=prompts)
+        content = trial + 100_000 if new_draft else trial
+        blocked = gate_blocks(baseline, evaluate(after, 2 * trial + 1, content_seed=content, prompts=prompts))
         hits += bool(blocked) if metric is None else metric in blocked
     return hits / trials
 
@@ -71,9 +85,10 @@ def test_ten_percent_slowdown_is_detected(tmp_path: Path) -> None:
 
 def test_five_percent_acceptance_drop_is_detected(tmp_path: Path) -> None:
     before = FakeBehaviour(acceptance=0.85)
-    # Per-token acceptance 0.85 → 0.8311 lowers the pooled acceptance rate α by 5.0 % (relative), from 0.677 to 0.643.
+    # A new draft whose per-token acceptance is 0.8311 instead of 0.85 lowers the pooled acceptance rate α by 5.0 %
+    # (relative), from 0.677 to 0.643. A new draft accepts different tokens: new content, not the baseline's.
     after = dataclasses.replace(before, acceptance=0.8311)
-    rate = block_rate(tmp_path, before, after, trials=200, metric="acceptance_rate")
+    rate = block_rate(tmp_path, before, after, trials=200, metric="acceptance_rate", new_draft=True)
     print(f"5 % acceptance drop detected in {rate:.1%} of 200 trials")
     assert rate >= 0.95
 

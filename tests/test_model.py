@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from specgate.config import GatePolicy, HardwareProfile, PairConfig, SlaLimits, Speculation, WorkloadConfig
+from specgate.engines.base import Prompt
 from specgate.engines.transformers_engine import TransformersEngine
 from specgate.evaluation import Evaluation, explain_divergences
 from specgate.measure import measure_pair
+from specgate.sampling import compare_distributions
 from specgate.workloads import load_workload
 
 pytestmark = pytest.mark.model
@@ -123,3 +126,52 @@ def test_truncated_draft_pair_runs_and_counts_add_up() -> None:
     assert evaluation.losslessness.differing == 0
     assert_counts_consistent(evaluation)
     assert all(d == 4 for t in evaluation.measurement.runs["spec"][0].traces for d in t.drafted[:-2])
+
+
+SAMPLED_PROMPTS = (
+    Prompt("repeat", "Repeat this sentence three times: The red fox runs over the green hill.", 6),
+    Prompt("copy", "Copy this list exactly: apples, pears, plums, apples, pears, plums.", 6),
+)
+
+
+def sampled(engine: TransformersEngine, seeds: int) -> dict[str, dict[str, list[tuple[int, ...]]]]:
+    """Seeded samples (temperature 0.7, top-p 0.95) of the first tokens of each prompt in both arms."""
+    return {
+        p.id: {
+            arm: engine.sample(p, arm, seeds=range(1000 * i, 1000 * i + seeds), max_new_tokens=p.max_new_tokens)
+            for i, arm in enumerate(("ar", "spec"))
+        }
+        for p in SAMPLED_PROMPTS
+    }
+
+
+def test_sampled_speculation_draws_from_the_target_distribution(pld_engine: TransformersEngine) -> None:
+    result = compare_distributions(sampled(pld_engine, 80), reference="ar", candidate="spec", alpha=0.01)
+    print(f"sampled A/A on the real model: {result.decided_by}, p={result.p_value:.3f}, n={result.n_samples}")
+    assert result.passed
+
+
+def test_sampled_draft_bias_is_detected(pld_engine: TransformersEngine) -> None:
+    """A verify step biased toward the drafted tokens samples from the wrong distribution."""
+    model = pld_engine._model
+    original = model.forward
+
+    def favour_draft(*args: Any, **kwargs: Any) -> Any:
+        output = original(*args, **kwargs)
+        ids, logits = kwargs.get("input_ids"), output.logits
+        kept = logits.shape[1]
+        if ids is not None and kept > 1:
+            drafted = ids[:, -(kept - 1) :]
+            logits[:, : kept - 1, :].scatter_add_(
+                2, drafted.unsqueeze(-1), torch.full_like(drafted, 3.0).unsqueeze(-1).float()
+            )
+        return output
+
+    model.forward = favour_draft
+    try:
+        samples = sampled(pld_engine, 80)
+    finally:
+        del model.forward
+    result = compare_distributions(samples, reference="ar", candidate="spec", alpha=0.01)
+    print(f"sampled, draft-biased verify: {result.decided_by}, p={result.p_value:.2g}")
+    assert not result.passed

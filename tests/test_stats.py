@@ -280,7 +280,7 @@ def test_holm_adjust_redecides_a_gate_run() -> None:
     assert adjusted[-1].alpha == pytest.approx(0.01 / 8)  # the smallest p is held to alpha / m
     assert adjusted[-1].regressed and not any(c.regressed for c in adjusted[:-1])
     assert holm([c.p_value for c in [*same, slow]], 0.01) == [c.significant for c in adjusted]
-    assert "α=0.00125 (Holm, 8 tests)" in adjusted[-1].describe()  # noqa: RUF001
+    assert "α=0.00125 (Holm, 8 tests)" in adjusted[-1].describe()
 
 
 # --- describe -------------------------------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def test_describe_is_one_line_of_evidence() -> None:
     line = compare_samples("ttft_ms", baseline, current, higher_is_better=False).describe()
     pattern = (
         r"ttft_ms: [\d,.]+ → [\d,.]+ ms \(\+\d+\.\d %, 95% CI \+\d+\.\d…\+\d+\.\d %\), Welch p=\S+, MWU p=\S+, "
-        r"d=\d\.\d\d, n=32/32, α=0.01 — REGRESSED \(tolerance 5 %\)"  # noqa: RUF001
+        r"d=\d\.\d\d, n=32/32, α=0.01 — REGRESSED \(tolerance 5 %\)"
     )
     assert re.fullmatch(pattern, line), line
     paired = compare_samples(

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-
 SLA_SUITES = ("suites/test_sla.py", "suites/test_drift.py")
 
 

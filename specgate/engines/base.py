@@ -33,7 +33,8 @@ class RequestTrace:
     Times are `time.perf_counter()` seconds; `done_s` is when the response was complete. `chunk_times_s[i]` is
     when the i-th streamed chunk arrived and `chunk_tokens[i]` how many tokens it carried (with speculation a chunk
     may carry several). `drafted[k]` and `accepted[k]` are the draft tokens proposed and accepted in verification
-    step k, when the engine reports them per request; both are empty for plain decoding or when only run totals exist (see `SpecCounters`).
+    step k, when the engine reports them per request; both are empty for plain decoding or when only run totals
+    exist (see `SpecCounters`).
     `error` is set, and the rest may be empty, when the request failed: a failed request is never dropped.
     """
 

@@ -239,6 +239,45 @@ class TransformersEngine:
             finish_reason="stop" if new_ids and new_ids[-1] == eos else "length",
         )
 
+    def sample(
+        self,
+        prompt: Prompt,
+        arm: str,
+        *,
+        seeds: Sequence[int],
+        max_new_tokens: int,
+        temperature: float = 0.7,
+        top_p: float = 0.95,
+    ) -> list[tuple[int, ...]]:
+        """Seeded sampled outputs of one prompt in one arm, for the distribution-level losslessness test.
+
+        The reference arm samples all seeds in one batch; assisted generation takes batch size 1, so the speculative
+        arm samples seed by seed. Each output is the generated token ids.
+        """
+        import torch
+
+        ids = self._encode(prompt)
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": max_new_tokens,
+            "do_sample": True,
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": 0,
+            "pad_token_id": self._tokenizer.pad_token_id or self._tokenizer.eos_token_id,
+        }
+        outputs: list[tuple[int, ...]] = []
+        with torch.inference_mode():
+            if arm != "spec":
+                torch.manual_seed(seeds[0])
+                batch = ids.repeat(len(seeds), 1)
+                out = self._model.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
+                return [tuple(int(t) for t in row[ids.shape[1] :].tolist()) for row in out]
+            for seed in seeds:
+                torch.manual_seed(seed)
+                out = self._model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs, **self._spec_kwargs)
+                outputs.append(tuple(int(t) for t in out[0, ids.shape[1] :].tolist()))
+        return outputs
+
     def logit_margin(self, prompt: Prompt, prefix: tuple[int, ...], token_a: int, token_b: int) -> float:
         """Target logit of `token_a` minus that of `token_b` after the prompt and `prefix` (explains divergences)."""
         import torch

@@ -234,6 +234,16 @@ def estimate_missing_energy(summary: TelemetrySummary, power_w: float, wall_s: f
 
 
 @dataclass(frozen=True, slots=True)
+class PowerReading:
+    """One raw sample for attributing energy to time windows: `t_s` is `time.perf_counter()`; `energy_j` is the
+    source's cumulative counter since the sampler started (None without a counter)."""
+
+    t_s: float
+    power_w: float | None
+    energy_j: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Reading:
     t_s: float
     power_w: float | None = None
@@ -504,6 +514,12 @@ class TelemetrySampler:
             notes.append(f"{len(failures)} failed read(s), last: {failures[-1]}")
         self.summary = _summarize(self.source, readings, "; ".join(notes))
         return self.summary
+
+    def power_readings(self) -> tuple[PowerReading, ...]:
+        """The power and energy-counter samples taken so far, in time order (empty for source 'none')."""
+        with self._lock:
+            readings = list(self._readings)
+        return tuple(PowerReading(r.t_s, r.power_w, r.energy_j) for r in readings)
 
     def __enter__(self) -> TelemetrySampler:
         self.start()

@@ -25,11 +25,23 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename itself survives a crash
+        finally:
+            os.close(directory)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def evaluation_metrics(evaluation: Evaluation) -> dict[str, Any]:
@@ -49,6 +61,18 @@ def evaluation_metrics(evaluation: Evaluation) -> dict[str, Any]:
         "engine": evaluation.measurement.engine,
         "versions": dict(evaluation.measurement.versions),
         "models": dict(evaluation.measurement.models),
+        **resource_metrics(evaluation),
+    }
+
+
+def resource_metrics(evaluation: Evaluation) -> dict[str, Any]:
+    """Cost, energy and peak memory per arm ("energy") and the decode roofline ("roofline"); None when not measured."""
+    energy, roofline = evaluation.energy, evaluation.roofline
+    return {
+        "energy": None
+        if energy is None
+        else {**dataclasses.asdict(energy), "estimated": energy.estimated, "saving": energy.saving_text()},
+        "roofline": None if roofline is None else {**dataclasses.asdict(roofline), "fraction": roofline.fraction},
     }
 
 

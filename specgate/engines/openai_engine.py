@@ -1,0 +1,360 @@
+"""The openai engine: any OpenAI-compatible server (vLLM, SGLang, MindIE, …), streamed, under load.
+
+Arms are servers: `speculation.options.endpoints` maps each arm to a server root (speculation off / on), the
+reference arm first; the other settings are in `specgate.engines.openai_load`. Each request is a streaming
+`POST /v1/chat/completions` (or `/v1/completions`) with `temperature: 0`, `max_tokens` from the workload and
+`stream_options: {include_usage: true}` (plus vLLM's `continuous_usage_stats` and `return_token_ids` unless switched
+off), sent with httpx; no retries (a retry hides latency), no proxies from the environment.
+
+Timing: `submit_s` is `time.perf_counter()` when the request is sent (after it got a concurrency slot). Each SSE
+event that carries tokens is one chunk, stamped on arrival; events without tokens (the chat role event, the usage
+event) are not chunks. Tokens per chunk, most exact first, the run says which (`ServedRun.token_count_source`):
+`token_ids` (the ids the server returns: exact, and the output ids for the drift check), `usage per chunk`
+(differences of cumulative usage), `chunks` (one token per chunk that carries text; with a final `usage` the last
+chunk takes the difference so the total is the server's count).
+
+Failures are recorded in the request's trace, never dropped: an HTTP status other than 200, a chunk that is not
+JSON or has no choices, an `error` event, a stream that ends before `data: [DONE]`, a connection closed mid-stream,
+a read timeout (`timeout_s` of silence), a connect failure, the run's time bound. A run in which no request
+succeeded raises `MeasurementError` with the reasons (there is nothing to measure, and a failed warm-up must not
+vanish). The API key is read from the environment variable named by `api_key_env`, sent only as a header, and
+replaced by `***` in every message.
+
+Acceptance: `/metrics` is read before and after each run of an arm, and the differences of vLLM's spec-decode
+counters become `ArmRun.counters`; without them the counters are None and the run's note says "not exposed by this
+server". `served_runs` keeps one `ServedRun` per call of `run`: goodput, errors by reason, the server's own latency
+means, the note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import os
+import time
+from collections import Counter
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from specgate.config import HardwareProfile, PairConfig, effective_sla
+from specgate.engines.base import ArmRun, Prompt
+from specgate.engines.openai_load import ServedSettings, arrival_offsets, parse_settings, run_load
+from specgate.engines.openai_metrics import (
+    NOT_EXPOSED,
+    Goodput,
+    MetricsReading,
+    ServerView,
+    measure_goodput,
+    read_metrics,
+    server_delta,
+)
+from specgate.engines.openai_sse import ResponseStream, StreamError, describe_http_error
+from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
+
+T = TypeVar("T")
+INSTALL_HINT = "Install it: pip install httpx prometheus-client"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServedRun:
+    """One call of `OpenAIEngine.run`: load, outcome and what the server itself counted."""
+
+    arm: str
+    repetition: int
+    endpoint: str
+    n_requests: int
+    n_failed: int
+    wall_s: float
+    concurrency: int
+    request_rate: float | None
+    goodput: Goodput
+    token_count_source: str
+    errors: Mapping[str, int]
+    server: ServerView | None
+    note: str | None
+
+
+class _Secret:
+    """A value that never shows itself in repr, str or logs."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+    __str__ = __repr__
+
+
+def _run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to the end on a fresh event loop (in a worker thread when this thread already runs one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def _import_httpx() -> Any:
+    try:
+        import httpx
+    except ImportError as exc:
+        raise EngineUnavailableError(f"the openai engine needs httpx ({exc}). {INSTALL_HINT}") from exc
+    return httpx
+
+
+class OpenAIEngine:
+    """Measures OpenAI-compatible servers, one per arm, with streaming requests under load (see the module doc)."""
+
+    name = "openai"
+    per_request = False
+
+    def __init__(self, base_dir: Path | None = None) -> None:
+        self._base_dir = base_dir
+        self._settings: ServedSettings | None = None
+        self._key: _Secret | None = None
+        self._server_versions: dict[str, str] = {}
+        self.pair: PairConfig | None = None
+        self.resolved: dict[str, Any] = {}
+        self.cost_ratio: float | None = None
+        self.served_runs: list[ServedRun] = []
+        self.notes: list[str] = []
+
+    def __repr__(self) -> str:
+        if self._settings is None:
+            return "OpenAIEngine(unloaded)"
+        s = self._settings
+        return f"OpenAIEngine(endpoints={dict(s.endpoints)}, api={s.api!r}, model={s.model!r})"
+
+    __str__ = __repr__
+
+    @property
+    def settings(self) -> ServedSettings:
+        """The validated options of the loaded pair."""
+        if self._settings is None:
+            raise MeasurementError("engine used before load()")
+        return self._settings
+
+    @property
+    def arms(self) -> Sequence[str]:
+        """The arms of the pair's `endpoints`, in their order (reference arm first); empty before `load`."""
+        return tuple(self._settings.endpoints) if self._settings is not None else ()
+
+    def load(self, pair: PairConfig, hardware: HardwareProfile) -> None:
+        """Validate the pair's options, read the API key, and check that every endpoint serves the model."""
+        _import_httpx()
+        settings = parse_settings(pair, effective_sla(hardware, pair))
+        if settings.api_key_env is not None:
+            key = os.environ.get(settings.api_key_env, "")
+            if not key:
+                raise ConfigError(
+                    f"pair {pair.name!r}: speculation.options.api_key_env: the environment variable "
+                    f"{settings.api_key_env!r} is not set or empty; export it with the server's API key"
+                )
+            self._key = _Secret(key)
+        self._settings, self.pair = settings, pair
+        self.cost_ratio = 0.0 if pair.speculation.method == "prompt_lookup" else None
+        for arm, url in settings.endpoints.items():
+            self._probe(arm, url)
+
+    def _client_args(self) -> dict[str, Any]:
+        httpx = _import_httpx()
+        s = self.settings
+        headers = {} if self._key is None else {"Authorization": f"Bearer {self._key.value}"}
+        return {
+            "headers": headers,
+            "timeout": httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s, pool=None),
+            "limits": httpx.Limits(max_connections=s.concurrency + 1, max_keepalive_connections=s.concurrency + 1),
+            "trust_env": False,  # never route loopback load through a proxy from the environment
+            "follow_redirects": False,
+        }
+
+    def _probe(self, arm: str, url: str) -> None:
+        """GET /v1/models: the server answers and serves the model (a server without the route is let through)."""
+        httpx = _import_httpx()
+        where = f"pair {self.pair.name if self.pair else '?'!r}: the {arm!r} endpoint {url}"
+        with httpx.Client(**self._client_args()) as client:
+            try:
+                response = client.get(f"{url}/v1/models")
+                version = client.get(f"{url}/version")
+            except httpx.HTTPError as exc:
+                raise EngineUnavailableError(
+                    self.redact(
+                        f"{where} does not answer ({type(exc).__name__}: {exc}). Start the server, or fix "
+                        f"speculation.options.endpoints.{arm}"
+                    )
+                ) from None
+        if response.status_code in (401, 403):
+            raise ConfigError(f"{where} refused the API key (HTTP {response.status_code}); check api_key_env")
+        if version.status_code == 200:
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                self._server_versions[arm] = str(version.json().get("version", ""))
+        if response.status_code != 200:
+            return
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            served = [str(m.get("id")) for m in response.json().get("data", [])]
+            if served and self.settings.model not in served:
+                raise ConfigError(
+                    f"{where} serves {served}, not {self.settings.model!r}; set speculation.options.model "
+                    "(or the pair's target) to the served model name"
+                )
+
+    def redact(self, text: str) -> str:
+        """`text` with the API key replaced by ***."""
+        return text if self._key is None else text.replace(self._key.value, "***")
+
+    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
+        """Send every prompt to the arm's server under the configured load; one trace per prompt, failures kept."""
+        settings = self.settings
+        if arm not in settings.endpoints:
+            raise MeasurementError(f"unknown arm {arm!r}; the pair's endpoints are {', '.join(settings.endpoints)}")
+        if len(prompts) > settings.max_requests:
+            raise MeasurementError(
+                f"a run of {len(prompts)} requests exceeds speculation.options.max_requests={settings.max_requests}; "
+                "raise it or set the workload's limit"
+            )
+        run, record = _run_coroutine(self._run_arm(prompts, arm, repetition))
+        self.served_runs.append(record)
+        if record.note is not None and record.note not in self.notes:
+            self.notes.append(record.note)
+        if run.traces and record.n_failed == record.n_requests:
+            reasons = "; ".join(f"{n}× {reason}" for reason, n in record.errors.items())
+            raise MeasurementError(
+                f"all {record.n_requests} requests to the {arm!r} endpoint {record.endpoint} failed: {reasons}"
+            )
+        return run
+
+    async def _run_arm(self, prompts: Sequence[Prompt], arm: str, repetition: int) -> tuple[ArmRun, ServedRun]:
+        httpx = _import_httpx()
+        s = self.settings
+        root = s.endpoints[arm]
+        streams = [ResponseStream(p) for p in prompts]
+        offsets = arrival_offsets(len(prompts), s.request_rate, s.seed, repetition)
+        async with httpx.AsyncClient(**self._client_args()) as client:
+            before, note = await self._scrape(client, root)
+
+            async def send(index: int) -> None:
+                await self._stream(client, f"{root}{s.api_path}", streams[index])
+
+            started = time.perf_counter()
+            outcomes = await run_load(len(prompts), send, offsets, concurrency=s.concurrency, duration_s=s.duration_s)
+            wall_s = time.perf_counter() - started
+            after, after_note = await self._scrape(client, root) if before is not None else (None, None)
+        traces = tuple(
+            stream.trace(arm, repetition, error=outcome) for stream, outcome in zip(streams, outcomes, strict=True)
+        )
+        server = None if before is None or after is None else server_delta(before, after)
+        if server is not None and server.counters is None:
+            note = f"{arm}: {NOT_EXPOSED} ({root}{s.metrics_path})"
+        run = ArmRun(arm, traces, wall_s, counters=None if server is None else server.counters)
+        return run, self._record(run, repetition, root, server, note or after_note, streams)
+
+    def _record(
+        self,
+        run: ArmRun,
+        repetition: int,
+        root: str,
+        server: ServerView | None,
+        note: str | None,
+        streams: Sequence[ResponseStream],
+    ) -> ServedRun:
+        s = self.settings
+        errors = Counter(self.redact(t.error) for t in run.traces if t.error is not None)
+        failed = sum(1 for t in run.traces if not t.ok)
+        sources = sorted({stream.token_source for stream in streams if stream.chunk_count})
+        return ServedRun(
+            arm=run.arm,
+            repetition=repetition,
+            endpoint=root,
+            n_requests=len(run.traces),
+            n_failed=failed,
+            wall_s=run.wall_s,
+            concurrency=s.concurrency,
+            request_rate=s.request_rate,
+            goodput=measure_goodput(run, s.goodput_slo),
+            token_count_source=", ".join(sources) or "none",
+            errors=dict(errors),
+            server=server,
+            note=note,
+        )
+
+    async def _scrape(self, client: Any, root: str) -> tuple[MetricsReading | None, str | None]:
+        """One reading of the server's /metrics, or None with the reason in a note."""
+        path = self.settings.metrics_path
+        if path is None:
+            return None, "metrics_path is null: acceptance counters not read"
+        httpx = _import_httpx()
+        try:
+            response = await client.get(f"{root}{path}")
+        except httpx.HTTPError as exc:
+            return None, self.redact(f"{root}{path}: {NOT_EXPOSED} ({type(exc).__name__}: {exc})")
+        if response.status_code != 200:
+            return None, f"{root}{path}: {NOT_EXPOSED} (HTTP {response.status_code})"
+        try:
+            return read_metrics(response.text), None
+        except (ValueError, ImportError) as exc:
+            return None, f"{root}{path}: {NOT_EXPOSED} (unreadable: {type(exc).__name__}: {exc})"
+
+    async def _stream(self, client: Any, url: str, stream: ResponseStream) -> None:
+        """One streaming request; every failure ends up in `stream.error`, with the key redacted."""
+        httpx = _import_httpx()
+        body = self._body(stream.prompt)
+        stream.submit_s = time.perf_counter()
+        try:
+            async with client.stream("POST", url, json=body) as response:
+                if response.status_code != 200:
+                    raise StreamError(await describe_http_error(response))
+                await stream.read(response)
+        except StreamError as exc:
+            stream.error = str(exc)
+        except httpx.HTTPError as exc:
+            stream.error = stream.describe_transport_error(
+                exc, self.settings.timeout_s, self.settings.connect_timeout_s
+            )
+        finally:
+            stream.done_s = time.perf_counter()
+            if stream.error is not None:
+                stream.error = self.redact(stream.error)
+
+    def _body(self, prompt: Prompt) -> dict[str, Any]:
+        s = self.settings
+        options: dict[str, Any] = {"include_usage": True}
+        if s.continuous_usage:
+            options["continuous_usage_stats"] = True
+        body: dict[str, Any] = {
+            "model": s.model,
+            "max_tokens": prompt.max_new_tokens,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": options,
+        }
+        if s.token_ids:
+            body["return_token_ids"] = True
+        if s.api == "chat":
+            system = [] if prompt.system is None else [{"role": "system", "content": prompt.system}]
+            body["messages"] = [*system, {"role": "user", "content": prompt.text}]
+        else:
+            body["prompt"] = prompt.text if prompt.system is None else f"{prompt.system}\n\n{prompt.text}"
+        body.update(s.extra_body)
+        return body
+
+    def versions(self) -> Mapping[str, str]:
+        """httpx's version, the API, each arm's endpoint and, where `/version` answered, the server's version."""
+        httpx = _import_httpx()
+        found = {"engine": "openai", "httpx": str(httpx.__version__)}
+        if self._settings is not None:
+            found["api"] = self._settings.api
+            for arm, url in self._settings.endpoints.items():
+                found[f"endpoint.{arm}"] = url
+                if self._server_versions.get(arm):
+                    found[f"server.{arm}"] = self._server_versions[arm]
+        return found
+
+    def close(self) -> None:
+        """Nothing stays open between runs: each run opens and closes its own client and event loop."""

@@ -1,0 +1,57 @@
+"""The pytest side of the reports: registered from `specgate.plugin`'s `pytest_configure` for a gate run.
+
+`ReportsTerminal` lists the written reports after the verdict and shows any report that failed; `AllureGate`
+(in `allure_report`) joins only when allure-pytest is installed and `--alluredir` is given.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specgate.run import GateRun
+
+REPORT_FILES = ("verdict.json", "summary.md", "metrics.prom", "benchmark.json")
+
+
+class ReportsTerminal:
+    """Lists the reports of the run at the end of the terminal summary, with the warnings of failed ones."""
+
+    def __init__(self, run: GateRun, alluredir: Path | None) -> None:
+        self.run = run
+        self.alluredir = alluredir
+        self.warnings: list[str] = []
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.run.gate_items:
+            return
+        from specgate.reports import report_warnings
+
+        written = [name for name in REPORT_FILES if (self.run.out_dir / name).is_file()]
+        terminalreporter.write_line(f"specgate reports in {self.run.out_dir}: {', '.join(written) or 'none'}")
+        if self.alluredir is not None:
+            terminalreporter.write_line(
+                f"specgate Allure results in {self.alluredir}; HTML report: specgate report --results {self.alluredir}"
+            )
+        for warning in [*report_warnings(self.run), *self.warnings]:
+            terminalreporter.write_line(f"specgate WARNING: {warning}", yellow=True)
+
+
+def register_reports(config: pytest.Config, run: GateRun) -> None:
+    """Register the report plugins of a gate run (the Allure one only when it can work)."""
+    option = getattr(config.option, "allure_report_dir", None)
+    alluredir = Path(os.path.abspath(option)) if option else None
+    terminal = ReportsTerminal(run, alluredir)
+    config.pluginmanager.register(terminal, "specgate-reports")
+    if alluredir is not None and importlib.util.find_spec("allure") is not None:
+        from specgate.reports.allure_report import AllureGate
+
+        config.pluginmanager.register(AllureGate(run, alluredir, terminal.warn), "specgate-allure")

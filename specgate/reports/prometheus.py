@@ -1,0 +1,141 @@
+"""`metrics.prom`: the run in Prometheus text format (prometheus-client), for node_exporter's textfile collector.
+
+Series carry the labels `hardware`, `pair`, `workload`, `arm` and `speculative` ("off" for the reference arm,
+"on" for every other arm). Latencies are in seconds, as Prometheus names them; a `stat` label says which summary
+statistic (mean, p50, p90, p99). Checks and the verdict are 1 (passed) or 0 (failed).
+
+Push: when the environment variable `SPECGATE_PUSHGATEWAY` holds a Pushgateway address (`host:port` or a URL),
+the same registry is also pushed there, job `SPECGATE_PUSHGATEWAY_JOB` (default "specgate"), grouped by hardware.
+A failed push is reported like any failed report; it never changes the verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from specgate.evaluation import Evaluation
+from specgate.metrics import ArmSummary, Distribution
+from specgate.run import GateRun
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Gauge
+
+PUSHGATEWAY_VARIABLE = "SPECGATE_PUSHGATEWAY"
+JOB_VARIABLE = "SPECGATE_PUSHGATEWAY_JOB"
+ARM_LABELS = ("hardware", "pair", "workload", "arm", "speculative")
+STATS = ("mean", "p50", "p90", "p99")
+# metric name, help, attribute of ArmSummary, factor from the stored unit to the exported one
+DISTRIBUTIONS = (
+    ("specgate_ttft_seconds", "Time to first token per request", "ttft_ms", 1e-3),
+    ("specgate_tpot_seconds", "Time per output token after the first, per request", "tpot_ms", 1e-3),
+    ("specgate_itl_seconds", "Gap between streamed chunks", "itl_ms", 1e-3),
+    ("specgate_e2el_seconds", "End-to-end latency per request", "e2el_ms", 1e-3),
+    ("specgate_decode_rate_tokens_per_second", "Decode rate 1/TPOT per request", "decode_tokens_per_s", 1.0),
+)
+
+
+class _Gauges:
+    """The gauges of one export, registered on their own registry (never the global one)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import Gauge
+
+        def gauge(name: str, doc: str, *extra: str, base: tuple[str, ...] = ARM_LABELS) -> Gauge:
+            return Gauge(name, doc, [*base, *extra], registry=registry)
+
+        self.distributions = {attr: (gauge(name, doc, "stat"), factor) for name, doc, attr, factor in DISTRIBUTIONS}
+        self.system = gauge("specgate_system_throughput_tokens_per_second", "All output tokens / wall time")
+        self.wall = gauge("specgate_wall_seconds", "Wall time of the measured runs of the arm")
+        self.requests = gauge("specgate_requests", "Measured requests by outcome", "outcome")
+        self.acceptance = gauge("specgate_acceptance_rate", "Accepted / drafted tokens (0-1)")
+        self.length = gauge("specgate_acceptance_length_mean", "Mean acceptance length tau (tokens per step)")
+        self.position = gauge("specgate_acceptance_per_position", "Share of drafts accepted past position", "position")
+        self.speedup = gauge("specgate_speedup_ratio", "Wall time of the reference arm / this arm", "estimate")
+        self.drift = gauge("specgate_drift_ratio", "Share of requests whose output differs from the reference")
+        check_labels = ("hardware", "pair", "workload", "check", "category")
+        self.check = gauge("specgate_check_passed", "1 when the gate check passed", base=check_labels)
+        self.verdict = gauge("specgate_verdict_passed", "1 when the gate verdict is PASS", base=("hardware",))
+        self.timestamp = gauge("specgate_last_run_timestamp_seconds", "When the report was written", base=("hardware",))
+
+
+def _export_distribution(gauges: _Gauges, labels: dict[str, str], summary: ArmSummary) -> None:
+    for attr, (gauge, factor) in gauges.distributions.items():
+        dist: Distribution | None = getattr(summary, attr)
+        if dist is not None:
+            for stat in STATS:
+                gauge.labels(**labels, stat=stat).set(float(getattr(dist, stat)) * factor)
+
+
+def _export_arm(gauges: _Gauges, labels: dict[str, str], summary: ArmSummary) -> None:
+    _export_distribution(gauges, labels, summary)
+    gauges.system.labels(**labels).set(summary.system_tokens_per_s)
+    gauges.wall.labels(**labels).set(summary.wall_s)
+    gauges.requests.labels(**labels, outcome="completed").set(summary.n_requests - summary.n_failed)
+    gauges.requests.labels(**labels, outcome="failed").set(summary.n_failed)
+    acceptance = summary.acceptance
+    if acceptance is not None and acceptance.rate is not None:
+        gauges.acceptance.labels(**labels).set(acceptance.rate)
+        gauges.length.labels(**labels).set(acceptance.mean_length or 0.0)
+        for index, share in enumerate(acceptance.per_position, start=1):
+            gauges.position.labels(**labels, position=str(index)).set(share)
+
+
+def _export_evaluation(gauges: _Gauges, hardware: str, evaluation: Evaluation) -> None:
+    pair, workload = evaluation.where
+    reference = evaluation.measurement.reference
+    for arm, summary in evaluation.summaries.items():
+        labels = {
+            "hardware": hardware,
+            "pair": pair,
+            "workload": workload,
+            "arm": arm,
+            "speculative": "off" if arm == reference else "on",
+        }
+        _export_arm(gauges, labels, summary)
+        if arm != evaluation.candidate or arm == reference:
+            continue
+        gauges.drift.labels(**labels).set(evaluation.losslessness.drift)
+        speedup = evaluation.speedup
+        if speedup is not None:
+            estimates = {
+                "measured": speedup.value,
+                "ci_low": speedup.ci[0],
+                "ci_high": speedup.ci[1],
+                "predicted": speedup.predicted,
+            }
+            for name, value in estimates.items():
+                if value is not None:
+                    gauges.speedup.labels(**labels, estimate=name).set(value)
+
+
+def build_registry(run: GateRun) -> CollectorRegistry:
+    """A registry holding every series of the run."""
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    gauges = _Gauges(registry)
+    hardware = run.hardware.name
+    for evaluation in run.evaluations():
+        _export_evaluation(gauges, hardware, evaluation)
+    verdict = run.verdict()
+    for check in verdict.checks:
+        gauges.check.labels(
+            hardware=hardware, pair=check.pair, workload=check.workload, check=check.name, category=check.category
+        ).set(1.0 if check.passed else 0.0)
+    gauges.verdict.labels(hardware=hardware).set(1.0 if verdict.passed else 0.0)
+    gauges.timestamp.labels(hardware=hardware).set(time.time())
+    return registry
+
+
+def write_prometheus(run: GateRun) -> None:
+    """Write `metrics.prom`, and push to the Pushgateway named by `SPECGATE_PUSHGATEWAY` if it is set."""
+    from prometheus_client import push_to_gateway, write_to_textfile
+
+    registry = build_registry(run)
+    write_to_textfile(str(run.out_dir / "metrics.prom"), registry)
+    gateway = os.environ.get(PUSHGATEWAY_VARIABLE, "").strip()
+    if gateway:
+        job = os.environ.get(JOB_VARIABLE, "specgate")
+        push_to_gateway(gateway, job=job, registry=registry, grouping_key={"hardware": run.hardware.name}, timeout=10)
