@@ -109,7 +109,8 @@ class GateRun:
                 if margin is not None and cached.losslessness.divergences:
                     explain_divergences(cached, margin)
                 self._attach_resources(cached, pair_name)
-                self.recommendations.extend(cached.recommendations(self.hardware.name))
+                if self.workload(workload_name).gate_speed:  # accuracy probes say nothing about whether it pays
+                    self.recommendations.extend(cached.recommendations(self.hardware.name))
             except Exception as exc:
                 cached = exc
             self._evaluations[key] = cached
