@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,19 +101,13 @@ def resolve(reference: str, base_dir: Path | None = None) -> ResolvedModel:
     return ResolvedModel(reference, target, sha)
 
 
-def _convert_gguf(gguf: Path, target: Path) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def publish_folder(target: Path, build: Callable[[Path], None]) -> Path:
+    """Build a model folder in a temporary sibling and rename it into place: readers never see half of it, and a
+    concurrent builder's finished folder is kept."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
-        quantizer = getattr(model, "hf_quantizer", None)
-        if quantizer is not None:
-            quantizer.remove_quantization_config(model)
-        model.save_pretrained(work)
-        tokenizer.save_pretrained(work)
+        build(work)
         try:
             work.rename(target)
         except OSError:
@@ -120,3 +115,36 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    def build(work: Path) -> None:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+        quantizer = getattr(model, "hf_quantizer", None)
+        if quantizer is not None:
+            quantizer.remove_quantization_config(model)
+        model.save_pretrained(work)
+        tokenizer.save_pretrained(work)
+
+    publish_folder(target, build)
+
+
+def truncated_copy(source: ResolvedModel, layers: int) -> Path:
+    """A copy of `source` with only its first `layers` decoder layers, saved into the model cache once (for engines
+    that load a draft from a folder). Keyed by the source's hash and the layer count; saved in float32."""
+    target = cache_dir() / f"draft-{source.sha256[:16]}-layers{layers}"
+    if (target / "config.json").is_file():
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    def build(work: Path) -> None:
+        model = AutoModelForCausalLM.from_pretrained(source.folder, num_hidden_layers=layers, dtype=torch.float32)
+        model.save_pretrained(work)
+        AutoTokenizer.from_pretrained(source.folder).save_pretrained(work)
+
+    return publish_folder(target, build)

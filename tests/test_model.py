@@ -5,7 +5,8 @@ Marked `model`: slow, but they run in CI — they are what proves the tool measu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,27 +83,41 @@ def test_counts_are_reproducible_run_to_run(pld_engine: TransformersEngine) -> N
     assert (first.drafted_tokens, first.accepted_tokens) == (second.drafted_tokens, second.accepted_tokens)
 
 
-def test_broken_verify_is_caught_at_its_first_divergence(pld_engine: TransformersEngine) -> None:
-    """A verify step that accepts every drafted token, right or wrong, must show up as drift with its position."""
-    model = pld_engine._model
+@contextmanager
+def broken_verify(engine: TransformersEngine, edit: Callable[[Any, Any], None]) -> Iterator[None]:
+    """Inject a bug into the target's verification pass: `edit(logits, drafted)` changes the logits that judge the
+    drafted tokens (logit j predicts the input token after it)."""
+    model = engine._model
     original = model.forward
 
-    def accept_everything(*args: Any, **kwargs: Any) -> Any:
+    def forward(*args: Any, **kwargs: Any) -> Any:
         output = original(*args, **kwargs)
         ids, logits = kwargs.get("input_ids"), output.logits
         kept = logits.shape[1]
         if ids is not None and kept > 1:
-            # Logit j predicts the input token after it: make the target "agree" with every drafted token.
-            drafted = ids[:, -(kept - 1) :]
-            logits[:, : kept - 1, :] = -1e9
-            logits[:, : kept - 1, :].scatter_(2, drafted.unsqueeze(-1), 1e9)
+            edit(logits[:, : kept - 1, :], ids[:, -(kept - 1) :])
         return output
 
-    model.forward = accept_everything
+    model.forward = forward
     try:
-        evaluation = measure(pld_engine, limit=3, tokens=48)
+        yield
     finally:
         del model.forward
+
+
+def accept_everything(logits: Any, drafted: Any) -> None:
+    logits[:] = -1e9
+    logits.scatter_(2, drafted.unsqueeze(-1), 1e9)
+
+
+def favour_draft(logits: Any, drafted: Any) -> None:
+    logits.scatter_add_(2, drafted.unsqueeze(-1), torch.full_like(drafted, 3.0).unsqueeze(-1).float())
+
+
+def test_broken_verify_is_caught_at_its_first_divergence(pld_engine: TransformersEngine) -> None:
+    """A verify step that accepts every drafted token, right or wrong, must show up as drift with its position."""
+    with broken_verify(pld_engine, accept_everything):
+        evaluation = measure(pld_engine, limit=3, tokens=48)
     explain_divergences(evaluation, pld_engine.logit_margin)
     check = evaluation.greedy_identity()
     assert not check.passed
@@ -158,25 +173,8 @@ def test_sampled_speculation_draws_from_the_target_distribution(pld_engine: Tran
 
 def test_sampled_draft_bias_is_detected(pld_engine: TransformersEngine) -> None:
     """A verify step biased toward the drafted tokens samples from the wrong distribution."""
-    model = pld_engine._model
-    original = model.forward
-
-    def favour_draft(*args: Any, **kwargs: Any) -> Any:
-        output = original(*args, **kwargs)
-        ids, logits = kwargs.get("input_ids"), output.logits
-        kept = logits.shape[1]
-        if ids is not None and kept > 1:
-            drafted = ids[:, -(kept - 1) :]
-            logits[:, : kept - 1, :].scatter_add_(
-                2, drafted.unsqueeze(-1), torch.full_like(drafted, 3.0).unsqueeze(-1).float()
-            )
-        return output
-
-    model.forward = favour_draft
-    try:
+    with broken_verify(pld_engine, favour_draft):
         samples = sampled(pld_engine, 80)
-    finally:
-        del model.forward
     result = compare_distributions(samples, reference="ar", candidate="spec", alpha=0.01)
     print(f"sampled, draft-biased verify: {result.decided_by}, p={result.p_value:.2g}")
     assert not result.passed

@@ -46,8 +46,6 @@ import gc
 import itertools
 import json
 import os
-import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -58,7 +56,7 @@ from typing import Any
 from specgate.config import HardwareProfile, PairConfig, Speculation
 from specgate.engines.base import ArmRun, Prompt, RequestTrace, SpecCounters
 from specgate.errors import EngineUnavailableError, MeasurementError
-from specgate.models import ResolvedModel, cache_dir, resolve
+from specgate.models import ResolvedModel, resolve, truncated_copy
 
 ARMS = ("ar", "spec")
 DRAFTS = "vllm:spec_decode_num_drafts"
@@ -128,34 +126,6 @@ def speculative_config(spec: Speculation, draft_folder: Path | None) -> dict[str
             config["model"] = str(draft_folder)
     config.update(spec.options)
     return config
-
-
-def truncated_draft(source: ResolvedModel, layers: int) -> Path:
-    """A copy of `source` with only its first `layers` decoder layers, saved into the model cache once.
-
-    Keyed by the source's hash and the layer count; written to a temporary folder and renamed into place, so two
-    processes never see a half-written model. Saved in float32; vLLM casts to the run's dtype.
-    """
-    target = cache_dir() / f"draft-{source.sha256[:16]}-layers{layers}"
-    if (target / "config.json").is_file():
-        return target
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".truncate-", dir=target.parent))
-    try:
-        model = AutoModelForCausalLM.from_pretrained(source.folder, num_hidden_layers=layers, dtype=torch.float32)
-        model.save_pretrained(work)
-        AutoTokenizer.from_pretrained(source.folder).save_pretrained(work)
-        try:
-            work.rename(target)
-        except OSError:
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return target
 
 
 def _weight_bytes(folder: Path) -> int:
@@ -312,7 +282,7 @@ class VllmEngine:
             return None
         source = resolve(spec.draft, self._base_dir)
         if spec.draft_layers is not None:
-            folder = truncated_draft(source, spec.draft_layers)
+            folder = truncated_copy(source, spec.draft_layers)
             draft = ResolvedModel(f"{spec.draft} (first {spec.draft_layers} layers)", folder, source.sha256)
         elif spec.method == "mtp" and source.folder == target.folder:
             return None
