@@ -43,7 +43,7 @@ def test_a_finished_concurrent_build_is_kept(tmp_path: Path) -> None:
 
 
 def test_unknown_references_say_what_is_allowed(tmp_path: Path) -> None:
-    with pytest.raises(ModelNotFoundError, match="unknown embedded model. Known: embedded:smollm2-135m-instruct"):
+    with pytest.raises(ModelNotFoundError, match=r"unknown embedded model\. Known: embedded:smollm2-135m-instruct"):
         locate("embedded:llama-70b")
     with pytest.raises(ModelNotFoundError, match=r"does not exist .*Give a model folder"):
         locate("no-such-model", tmp_path)
