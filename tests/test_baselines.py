@@ -56,7 +56,7 @@ def test_slower_build_blocks_with_statistics(pytester: pytest.Pytester, gate_pro
     root = gate_project()
     assert pytester.runpytest("suites", "--update-baselines").ret == pytest.ExitCode.OK
     (root / "conftest.py").write_text(
-        (root / "conftest.py").read_text().replace("FakeBehaviour()", "FakeBehaviour(slowdown=1.2)")
+        (root / "conftest.py").read_text().replace("FakeBehaviour()", "FakeBehaviour(slowdown=1.5)")
     )
     result = pytester.runpytest("suites", "-k", "regression")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
