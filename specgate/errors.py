@@ -15,6 +15,15 @@ Every message says what is wrong, the value given, what is allowed and how to fi
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+
+
+def did_you_mean(value: str, allowed: Sequence[str]) -> str:
+    """' Did you mean 'x'?' for the closest allowed value, or '' when nothing is close."""
+    close = difflib.get_close_matches(value, list(allowed), n=1, cutoff=0.6)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
 
 class SpecgateError(Exception):
     """Base of every error specgate raises on purpose."""

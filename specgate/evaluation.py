@@ -1,37 +1,35 @@
-"""Turn one measurement into summaries, speedup, drift and the SLA checks of a pair × workload."""
+"""One measurement summarized for the checks: summaries, speedups, losslessness, accuracy, resources.
+
+`evaluate` builds an `Evaluation` once from a finished measurement and what was observed around it (the monitor's
+energy and memory, the target's logit margins where the engine exposes them); it is frozen, and every check is a
+pure function of it and the limits. Arms are read from the measurement's plan: every speculative arm gets its
+speedup over, and its outputs compared with, the plain-decoding arm it was timed against.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-from specgate.accuracy import TaskAccuracy, compare_accuracy, score_outputs
-from specgate.config import GatePolicy, SlaLimits
-from specgate.engines.base import Prompt, RequestTrace
-from specgate.gate import (
-    DRIFT,
-    Check,
-    check_acceptance_rate,
-    check_decode_rate,
-    check_p99_ttft,
-    check_samples,
-    check_speedup,
-    recommend,
-)
-from specgate.measure import Measurement
-from specgate.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
-
-if TYPE_CHECKING:
-    from specgate.energy import EnergyReport
-    from specgate.roofline import Roofline
+from specgate.accuracy import TaskAccuracy, score_outputs
+from specgate.config import HardwareProfile
+from specgate.engines.base import ExplainsDivergences, Prompt, RequestTrace
+from specgate.hardware.energy import EnergyReport, summarize_energy
+from specgate.hardware.roofline import Roofline, summarize_roofline
+from specgate.measure.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
+from specgate.measure.monitor import Observation
+from specgate.measure.protocol import Measurement
+from specgate.measure.samples import ArmSamples, arm_samples
+from specgate.plan import MeasurementPlan
 
 NEAR_TIE_LOGITS = 0.5
+EXPLAINED_DIVERGENCES = 5
 
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
-    """Where the candidate arm's output first left the reference arm's output for one request."""
+    """Where an arm's output first left its plain-decoding arm's output for one request."""
 
     prompt_id: str
     repetition: int
@@ -53,8 +51,10 @@ class Divergence:
 
 @dataclass(frozen=True, slots=True)
 class Losslessness:
-    """Greedy losslessness: the share of requests whose candidate output differs from the reference output."""
+    """Greedy losslessness: the share of requests whose output differs from the plain-decoding arm's."""
 
+    arm: str
+    against: str
     n: int
     differing: int
     divergences: tuple[Divergence, ...]
@@ -62,6 +62,34 @@ class Losslessness:
     @property
     def drift(self) -> float:
         return self.differing / self.n if self.n else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Everything the checks read about one pair × workload, built once by `evaluate` and never changed."""
+
+    measurement: Measurement
+    task: str
+    summaries: Mapping[str, ArmSummary]
+    samples: Mapping[str, ArmSamples]
+    speedups: Mapping[str, Speedup | None]
+    losslessness: Mapping[str, Losslessness]
+    accuracy: Mapping[str, TaskAccuracy]
+    energy: EnergyReport | None = None
+    roofline: Roofline | None = None
+
+    @property
+    def plan(self) -> MeasurementPlan:
+        return self.measurement.plan
+
+    @property
+    def where(self) -> tuple[str, str]:
+        return (self.measurement.pair, self.measurement.workload)
+
+    @property
+    def released(self) -> ArmSummary:
+        """The summary of the arm a PASS releases (`spec`)."""
+        return self.summaries[self.plan.released]
 
 
 def first_divergence(reference: tuple[int, ...], candidate: tuple[int, ...]) -> int | None:
@@ -72,9 +100,9 @@ def first_divergence(reference: tuple[int, ...], candidate: tuple[int, ...]) -> 
     return None if len(reference) == len(candidate) else min(len(reference), len(candidate))
 
 
-def compare_outputs(measurement: Measurement, arm: str) -> Losslessness:
-    """Compare each request of `arm` with the same request in the reference arm."""
-    reference = {(t.prompt_id, t.repetition): t for run in measurement.runs[measurement.reference] for t in run.traces}
+def compare_outputs(measurement: Measurement, arm: str, against: str) -> Losslessness:
+    """Compare each request of `arm` with the same request (prompt and round) of `against`."""
+    reference = {(t.prompt_id, t.repetition): t for run in measurement.runs[against] for t in run.traces}
     divergences = []
     n = 0
     for run in measurement.runs[arm]:
@@ -99,17 +127,94 @@ def compare_outputs(measurement: Measurement, arm: str) -> Losslessness:
                         _at(b, position),
                     )
                 )
-    return Losslessness(n, len(divergences), tuple(divergences))
+    return Losslessness(arm, against, n, len(divergences), tuple(divergences))
+
+
+def explain(
+    lossless: Losslessness, measurement: Measurement, engine: ExplainsDivergences, limit: int = EXPLAINED_DIVERGENCES
+) -> Losslessness:
+    """The same result with the target's logit margin at each of the first `limit` divergences."""
+    prompts = {p.id: p for p in measurement.prompts}
+    plain = {(t.prompt_id, t.repetition): t for r in measurement.runs[lossless.against] for t in r.traces}
+    explained = []
+    for index, d in enumerate(lossless.divergences):
+        ref = plain.get((d.prompt_id, d.repetition))
+        if index >= limit or ref is None or d.reference_token is None or d.candidate_token is None:
+            explained.append(d)
+            continue
+        margin = engine.logit_margin(
+            lossless.against, prompts[d.prompt_id], ref.output_ids[: d.position], d.reference_token, d.candidate_token
+        )
+        explained.append(replace(d, margin=margin))
+    return replace(lossless, divergences=tuple(explained))
 
 
 def score_arms(measurement: Measurement, task: str) -> dict[str, TaskAccuracy]:
-    """Task accuracy of every arm on the prompts with a reference (first repetition: greedy repeats it)."""
+    """Task accuracy of every arm on the prompts with a reference (first round: greedy repeats it)."""
     references = {p.id: p.reference for p in measurement.prompts if p.reference is not None}
     scores = {}
     for arm, runs in measurement.runs.items():
         outputs = {t.prompt_id: t.output_text for r in runs for t in r.traces if t.ok and t.repetition == 0}
         scores[arm] = score_outputs(task, outputs, references)
     return scores
+
+
+def evaluate(
+    measurement: Measurement,
+    *,
+    task: str = "generate",
+    seed: int = 0,
+    hardware: HardwareProfile | None = None,
+    observation: Observation | None = None,
+    model_folder: Path | None = None,
+    explainer: ExplainsDivergences | None = None,
+) -> Evaluation:
+    """Summarize a measurement for the checks (see the module docstring). `hardware` and `observation` give the
+    cost, energy and roofline; `model_folder` is the plain arm's target; `explainer` explains divergences."""
+    plan = measurement.plan
+    summaries = {arm: summarize_arm(arm, runs, seed=seed) for arm, runs in measurement.runs.items()}
+    failed = sum(s.n_failed for s in summaries.values())
+    speedups: dict[str, Speedup | None] = {}
+    losslessness: dict[str, Losslessness] = {}
+    for arm, plain in plan.speedups:
+        rate = None if summaries[arm].acceptance is None else summaries[arm].acceptance.rate  # type: ignore[union-attr]
+        spec = plan.arm(arm).speculation
+        # Failed requests end early: their wall times would fake a speedup, so none is measured (fail closed).
+        speedups[arm] = (
+            None
+            if failed
+            else measure_speedup(
+                measurement.runs[plain],
+                measurement.runs[arm],
+                gamma=None if spec is None else spec.num_tokens,
+                cost_ratio=measurement.cost_ratios.get(arm),
+                acceptance_rate=rate,
+                seed=seed,
+            )
+        )
+        lossless = compare_outputs(measurement, arm, plain)
+        if explainer is not None and lossless.divergences:
+            lossless = explain(lossless, measurement, explainer)
+        losslessness[arm] = lossless
+    energy = roofline = None
+    if hardware is not None:
+        if observation is not None:
+            energy = summarize_energy(observation, summaries, hardware, plan.plain, plan.released)
+        dtype = plan.arm(plan.plain).dtype
+        roofline = summarize_roofline(
+            model_folder, hardware, dtype, plan.plain, measurement.runs[plan.plain], summaries
+        )
+    return Evaluation(
+        measurement=measurement,
+        task=task,
+        summaries=summaries,
+        samples={arm: arm_samples(runs) for arm, runs in measurement.runs.items()},
+        speedups=speedups,
+        losslessness=losslessness,
+        accuracy=score_arms(measurement, task) if task != "generate" else {},
+        energy=energy,
+        roofline=roofline,
+    )
 
 
 def _comparable(trace: RequestTrace) -> tuple[int, ...]:
@@ -125,135 +230,4 @@ def _excerpt(ids: tuple[int, ...], position: int) -> str:
     return " ".join(str(i) for i in ids[max(0, position - 3) : position + 5])
 
 
-class Evaluation:
-    """Summaries and checks of one pair × workload. The reference arm is the measurement's first arm."""
-
-    def __init__(self, measurement: Measurement, sla: SlaLimits, policy: GatePolicy, task: str = "generate") -> None:
-        self.measurement = measurement
-        self.task = task
-        self.sla = sla
-        self.policy = policy
-        self.where = (measurement.pair, measurement.workload)
-        self.summaries: dict[str, ArmSummary] = {
-            arm: summarize_arm(arm, runs, seed=policy.seed) for arm, runs in measurement.runs.items()
-        }
-        self.candidate = next((a for a in measurement.arms if a != measurement.reference), measurement.reference)
-        candidate = self.summaries[self.candidate]
-        rate = None if candidate.acceptance is None else candidate.acceptance.rate
-        failed = sum(s.n_failed for s in self.summaries.values())
-        # Failed requests end early: their wall times would fake a speedup, so none is measured (fail closed).
-        self.speedup: Speedup | None = (
-            None
-            if failed
-            else measure_speedup(
-                measurement.runs[measurement.reference],
-                measurement.runs[self.candidate],
-                gamma=measurement.gamma,
-                cost_ratio=measurement.cost_ratio,
-                acceptance_rate=rate,
-                seed=policy.seed,
-            )
-        )
-        self.losslessness = compare_outputs(measurement, self.candidate)
-        self.accuracy: dict[str, TaskAccuracy] = score_arms(measurement, task) if task != "generate" else {}
-        # Cost, energy, peak memory and roofline: set by `specgate.energy.attach_resources` when a monitor ran.
-        self.energy: EnergyReport | None = None
-        self.roofline: Roofline | None = None
-
-    @property
-    def released(self) -> ArmSummary:
-        """The arm whose SLA matters: the candidate (speculation on)."""
-        return self.summaries[self.candidate]
-
-    def samples(self) -> Check:
-        return check_samples(self.where, list(self.summaries.values()), self.policy.min_samples)
-
-    def p99_ttft(self) -> Check:
-        return check_p99_ttft(self.where, self.released, self.sla)
-
-    def decode_rate(self) -> Check:
-        return check_decode_rate(self.where, self.released, self.sla)
-
-    def speedup_check(self) -> Check:
-        return check_speedup(self.where, self.speedup, self.sla)
-
-    def acceptance_rate(self) -> Check:
-        return check_acceptance_rate(self.where, self.released, self.sla)
-
-    def greedy_identity(self) -> Check:
-        """Greedy speculative decoding is lossless: drift must stay within the SLA (default 0.3 %)."""
-        result = self.losslessness
-        ok = result.n > 0 and result.drift <= self.sla.max_drift
-        if result.n == 0:
-            message = "BLOCK: no request completed in both arms, so outputs cannot be compared"
-        elif result.differing == 0:
-            message = (
-                f"greedy output identical in {result.n}/{result.n} requests (drift 0 % ≤ {self.sla.max_drift:.1%})"
-            )
-        else:
-            first = result.divergences[0]
-            message = (
-                f"greedy drift {result.drift:.1%} > {self.sla.max_drift:.1%}: {result.differing}/{result.n} "
-                f"requests differ; first: prompt {first.prompt_id!r} rep {first.repetition} at token "
-                f"{first.position} ({self.measurement.reference}: …{first.reference_excerpt}… vs "
-                f"{self.candidate}: …{first.candidate_excerpt}…; {first.explanation()})"
-            )
-        return Check(
-            "greedy_identity",
-            self.where[0],
-            self.where[1],
-            DRIFT,
-            ok,
-            message,
-            observed=result.drift,
-            limit=self.sla.max_drift,
-            unit="",
-            n=result.n,
-            details={"divergences": [d.position for d in result.divergences]},
-        )
-
-    def task_accuracy(self) -> Check:
-        """Speculation must not cost task accuracy: the candidate arm against the reference arm."""
-        reference = self.accuracy.get(self.measurement.reference)
-        candidate = self.accuracy.get(self.candidate)
-        if reference is None or candidate is None:
-            return Check(
-                "task_accuracy",
-                *self.where,
-                DRIFT,
-                False,
-                f"BLOCK: workload task {self.task!r} gave no accuracy to compare",
-            )
-        passed, message = compare_accuracy(reference, candidate, self.sla.max_accuracy_drop)
-        return Check(
-            "task_accuracy",
-            *self.where,
-            DRIFT,
-            passed,
-            f"{self.candidate} vs {self.measurement.reference}: {message}",
-            observed=candidate.accuracy,
-            limit=self.sla.max_accuracy_drop,
-            n=candidate.n,
-            baseline=reference.accuracy,
-        )
-
-    def recommendations(self, hardware: str) -> list[str]:
-        return recommend(self.where[0], hardware, self.speedup, self.released, self.sla)
-
-
-def explain_divergences(
-    evaluation: Evaluation, margin: Callable[[Prompt, tuple[int, ...], int, int], float | None], limit: int = 5
-) -> None:
-    """Attach the target's logit margin at each of the first `limit` divergences (engines that expose logits)."""
-    measurement = evaluation.measurement
-    prompts = {p.id: p for p in measurement.prompts}
-    reference = {(t.prompt_id, t.repetition): t for r in measurement.runs[measurement.reference] for t in r.traces}
-    explained = []
-    for index, d in enumerate(evaluation.losslessness.divergences):
-        ref = reference.get((d.prompt_id, d.repetition))
-        if index >= limit or ref is None or d.reference_token is None or d.candidate_token is None:
-            explained.append(d)
-            continue
-        value = margin(prompts[d.prompt_id], ref.output_ids[: d.position], d.reference_token, d.candidate_token)
-        explained.append(replace(d, margin=value))
-    evaluation.losslessness = replace(evaluation.losslessness, divergences=tuple(explained))
+__all__ = ["Divergence", "Evaluation", "Losslessness", "Prompt", "evaluate", "first_divergence"]

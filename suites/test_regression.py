@@ -6,34 +6,21 @@ pass and the baselines are written at the end of the session.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from specgate.config import PairConfig, WorkloadConfig
-from specgate.gate import Check
-from specgate.regression import ACCEPTANCE, METRICS, OUTPUT_DRIFT, TASK_ACCURACY
-from specgate.run import GateRun
-
-Gate = Callable[[Check], None]
+from specgate.plugin import GateCheck
 
 
-@pytest.mark.gate_speed
-@pytest.mark.parametrize("metric", [*(m.name for m in METRICS), ACCEPTANCE])
-def test_no_regression(
-    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, metric: str, gate_check: Gate
-) -> None:
-    gate_check(gate_run.regression_check(pair.name, workload.name, metric))
+@pytest.mark.specgate_check("no_regression")
+def test_no_regression(gate_check: GateCheck) -> None:
+    gate_check()
 
 
-def test_outputs_match_baseline(
-    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, gate_check: Gate
-) -> None:
-    gate_check(gate_run.regression_check(pair.name, workload.name, OUTPUT_DRIFT))
+@pytest.mark.specgate_check("outputs_match_baseline")
+def test_outputs_match_baseline(gate_check: GateCheck) -> None:
+    gate_check()
 
 
-@pytest.mark.gate_tasks("numeric", "span", "summary")
-def test_task_accuracy_not_lower(
-    gate_run: GateRun, pair: PairConfig, workload: WorkloadConfig, gate_check: Gate
-) -> None:
-    gate_check(gate_run.regression_check(pair.name, workload.name, TASK_ACCURACY))
+@pytest.mark.specgate_check("task_accuracy_not_lower")
+def test_task_accuracy_not_lower(gate_check: GateCheck) -> None:
+    gate_check()

@@ -1,40 +1,39 @@
-"""SLA checks: every pair × workload must meet the hardware profile's limits, and speculation must pay.
+"""SLA checks: every gated arm of every pair × workload must meet the hardware profile's limits, and speculation
+must pay. Each test is one promise, computed by specgate's check catalogue; the engine runs once per pair ×
+workload. Speed checks do not run on accuracy probes (workloads with `gate_speed: false`).
 
-Each test is one promise. The engine runs once per pair × workload (the `evaluation` fixture); the tests read it.
-Speed checks (`gate_speed`) do not run on accuracy probes (workloads with `gate_speed: false`).
+The `evaluation` argument measures the pair × workload once per session, before its first check (and carries its
+metrics table and plots in the Allure report).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from specgate.evaluation import Evaluation
-from specgate.gate import Check
-
-Gate = Callable[[Check], None]
+from specgate.plugin import GateCheck
 
 
-def test_enough_samples(evaluation: Evaluation, gate_check: Gate) -> None:
-    gate_check(evaluation.samples())
+@pytest.mark.specgate_check("samples")
+def test_enough_samples(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()
 
 
-@pytest.mark.gate_speed
-def test_p99_ttft(evaluation: Evaluation, gate_check: Gate) -> None:
-    gate_check(evaluation.p99_ttft())
+@pytest.mark.specgate_check("p99_ttft")
+def test_p99_ttft(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()
 
 
-@pytest.mark.gate_speed
-def test_decode_rate(evaluation: Evaluation, gate_check: Gate) -> None:
-    gate_check(evaluation.decode_rate())
+@pytest.mark.specgate_check("decode_rate")
+def test_decode_rate(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()
 
 
-@pytest.mark.gate_speed
-def test_speedup(evaluation: Evaluation, gate_check: Gate) -> None:
-    gate_check(evaluation.speedup_check())
+@pytest.mark.specgate_check("speedup")
+def test_speedup(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()
 
 
-@pytest.mark.gate_speed
-def test_acceptance_rate(evaluation: Evaluation, gate_check: Gate) -> None:
-    gate_check(evaluation.acceptance_rate())
+@pytest.mark.specgate_check("acceptance_rate")
+def test_acceptance_rate(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()

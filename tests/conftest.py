@@ -7,6 +7,7 @@ import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import scipy.stats  # noqa: F401 - imported once here: pytester's in-process runs drop modules imported inside them,
@@ -76,3 +77,35 @@ def gate_project(pytester: pytest.Pytester) -> Callable[..., Path]:
         return root
 
     return make
+
+
+def evaluation_of(verdict: dict[str, Any], pair: str, workload: str) -> dict[str, Any]:
+    """The record of one pair × workload in a verdict document (as JSON)."""
+    found: dict[str, Any] = next(e for e in verdict["evaluations"] if (e["pair"], e["workload"]) == (pair, workload))
+    return found
+
+
+def arm_summaries(verdict: dict[str, Any], pair: str, workload: str) -> dict[str, dict[str, Any]]:
+    """arm name → its summary (ArmSummary as JSON) in a verdict document."""
+    return {arm["name"]: arm["summary"] for arm in evaluation_of(verdict, pair, workload)["arms"]}
+
+
+def measure_fake(
+    engine: Any, prompts: Any, policy: Any, *, pair: str = "fake", workload: str = "w", gamma: int = 4
+) -> Any:
+    """Measure the default ar/spec plan (prompt lookup, γ=`gamma`) on a test engine."""
+    from specgate.config import Speculation
+    from specgate.measure.protocol import measure_plan
+    from specgate.plan import two_arm_plan
+
+    plan = two_arm_plan(pair, workload, Speculation("prompt_lookup", gamma))
+    if hasattr(engine, "_arms"):
+        engine._arms = {arm.name: arm for arm in plan.arms}
+    return measure_plan(engine, plan, prompts, policy, hardware="cpu")
+
+
+def evaluate_fake(engine: Any, prompts: Any, policy: Any, *, task: str = "generate", **kwargs: Any) -> Any:
+    """`measure_fake`, summarized for the checks."""
+    from specgate.evaluation import evaluate
+
+    return evaluate(measure_fake(engine, prompts, policy, **kwargs), task=task, seed=policy.seed)

@@ -234,7 +234,7 @@ SUITE_WORKLOADS = Path(__file__).resolve().parents[1] / "suites" / "workloads"
 
 def test_shipped_math_workload_loads_and_its_references_are_numbers() -> None:
     from specgate.config import WorkloadConfig
-    from specgate.workloads import load_workload
+    from specgate.measure.workloads import load_workload
 
     prompts = load_workload(WorkloadConfig("ref_math", SUITE_WORKLOADS / "ref_math.jsonl", task="numeric"))
     assert len(prompts) == 12
@@ -248,7 +248,7 @@ def test_shipped_math_workload_loads_and_its_references_are_numbers() -> None:
 def test_shipped_summary_workload_loads_with_one_sentence_references() -> None:
     pytest.importorskip("rouge_score", reason="ROUGE needs the rouge-score package (specgate[accuracy])")
     from specgate.config import WorkloadConfig
-    from specgate.workloads import load_workload
+    from specgate.measure.workloads import load_workload
 
     prompts = load_workload(WorkloadConfig("ref_summary", SUITE_WORKLOADS / "ref_summary.jsonl", task="summary"))
     assert len(prompts) == 6

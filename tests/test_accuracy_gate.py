@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specgate.baselines import load_baseline
+from specgate.store.baselines import load_baseline
 
 CONFIG = """
 pairs:

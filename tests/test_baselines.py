@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from specgate.baselines import dumps_readable, load_baseline
 from specgate.errors import BaselineError
+from specgate.store.baselines import dumps_readable, load_baseline
 
 BASELINE = Path("baselines/cpu/fake-pair/docs.json")
 
@@ -41,7 +41,7 @@ def test_update_writes_baseline_then_same_config_passes(
     stored = load_baseline(root / BASELINE)
     assert set(stored.arms) == {"ar", "spec"}
     assert len(stored.arms["spec"].samples) == 16
-    assert stored.provenance["engine"] == "fake"
+    assert stored.record.engine == "fake"
     again = pytester.runpytest("suites", "-p", "no:randomly")
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()
     again.stdout.fnmatch_lines(["*VERDICT: PASS*"])
@@ -106,7 +106,8 @@ def test_readable_dump_has_one_sample_per_line() -> None:
 WRITER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from specgate.baselines import write_baseline
+    from specgate.store.atomic import write_atomic
+    from specgate.store.baselines import dumps_readable
     path, stall = Path(sys.argv[1]), sys.argv[2] == "stall"
     real_fsync = os.fsync
     def fsync(fd):
@@ -116,7 +117,7 @@ WRITER = textwrap.dedent("""
             time.sleep(60)
     os.fsync = fsync
     doc = {"schema_version": 1, "arms": {"ar": {"samples": [{"key": str(i)} for i in range(1000)]}}}
-    write_baseline(path, doc)
+    write_atomic(path, dumps_readable(doc))
     print("done", flush=True)
 """)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specgate.content import (
+from specgate.checks.content import (
     ContentChecker,
     RegexChecker,
     WordListChecker,

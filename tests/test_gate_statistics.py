@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from specgate.baselines import baseline_document, load_baseline, write_baseline
+from conftest import evaluate_fake
+from specgate.checks.regression import acceptance_check
+from specgate.comparison import METRICS, Arms, compare_metric, holm_family
 from specgate.config import GatePolicy, SlaLimits
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
 from specgate.evaluation import Evaluation
-from specgate.measure import measure_pair
-from specgate.regression import METRICS, acceptance_check, compare_metric, holm_family
+from specgate.store.baselines import load_baseline, write_baseline
+from specgate.store.records import RunRecord, record_run
 
 POLICY = GatePolicy(repetitions=2, warmup=0, bootstrap_resamples=1000)
 SLA = SlaLimits()
@@ -29,16 +31,20 @@ def evaluate(
     behaviour: FakeBehaviour, seed: int, content_seed: int = 0, prompts: tuple[Prompt, ...] = PROMPTS
 ) -> Evaluation:
     engine = FakeEngine(behaviour, seed=seed, content_seed=content_seed)
-    measurement = measure_pair(engine, prompts, POLICY, pair="fake", workload="w", hardware="cpu", gamma=4)
-    return Evaluation(measurement, SLA, POLICY)
+    return evaluate_fake(engine, prompts, POLICY)
+
+
+def as_record(evaluation: Evaluation, tmp_path: Path) -> RunRecord:
+    return record_run(evaluation, "cpu", {}, tmp_path)
 
 
 def gate_blocks(baseline_path: Path, current: Evaluation) -> set[str]:
     """The names of the checks that block in one gate decision."""
-    baseline = load_baseline(baseline_path)
-    comparisons = holm_family([compare_metric(m, baseline, current, POLICY, SLA) for m in METRICS], POLICY.alpha)
-    blocked = {c.metric for c in comparisons if c.regressed}
-    if not acceptance_check(baseline, current, SLA, POLICY).passed:
+    before = load_baseline(baseline_path).record
+    after = as_record(current, baseline_path.parent)
+    comparisons = [compare_metric(m, before, after, Arms(), POLICY, SLA) for m in METRICS]
+    blocked = {c.metric for c in holm_family(comparisons, POLICY.alpha) if c.regressed}
+    if not acceptance_check(("fake", "w"), before, after, "spec", "baseline", SLA, POLICY).passed:
         blocked.add("acceptance_rate")
     return blocked
 
@@ -47,7 +53,7 @@ def record(
     tmp_path: Path, behaviour: FakeBehaviour, seed: int, content_seed: int, prompts: tuple[Prompt, ...] = PROMPTS
 ) -> Path:
     path = tmp_path / f"baseline-{seed}.json"
-    write_baseline(path, baseline_document(evaluate(behaviour, seed, content_seed, prompts), "cpu", {}, tmp_path))
+    write_baseline(path, as_record(evaluate(behaviour, seed, content_seed, prompts), tmp_path))
     return path
 
 
@@ -103,42 +109,3 @@ def test_fake_acceptance_rates_are_as_stated(p: float) -> None:
     summary = evaluate(dataclasses.replace(PREMISE, acceptance=p), seed=7).released.acceptance
     assert summary is not None and summary.rate is not None
     assert summary.rate == pytest.approx(expected, rel=0.03)
-
-
-SEQUENTIAL = dataclasses.replace(POLICY, repetitions=2, max_repetitions=5)
-
-
-def measure_sequential(tmp_path: Path, after: FakeBehaviour, seed: int) -> tuple[int, set[str]]:
-    """Repetitions run and checks blocked, with sequential stopping against a fixed-size baseline."""
-    from specgate.sequential import sequential_stop
-
-    path = record(tmp_path, FakeBehaviour(), 2 * seed, content_seed=seed)
-    baseline = load_baseline(path)
-    engine = FakeEngine(after, seed=2 * seed + 1, content_seed=seed)
-    measurement = measure_pair(
-        engine,
-        PROMPTS,
-        SEQUENTIAL,
-        pair="fake",
-        workload="w",
-        hardware="cpu",
-        gamma=4,
-        stop=sequential_stop(baseline, SLA, SEQUENTIAL),
-    )
-    repetitions = len(measurement.runs["ar"]) // len(PROMPTS)
-    return repetitions, gate_blocks(path, Evaluation(measurement, SLA, SEQUENTIAL))
-
-
-def test_sequential_stopping_saves_repetitions_and_keeps_decisions(tmp_path: Path) -> None:
-    aa = [measure_sequential(tmp_path, FakeBehaviour(), seed) for seed in range(20)]
-    slow = [measure_sequential(tmp_path, FakeBehaviour(slowdown=1.10), seed) for seed in range(20)]
-    print(
-        f"A/A: mean repetitions {sum(r for r, _ in aa) / 20:.2f} of 5; 10 % slowdown: "
-        f"{sum(r for r, _ in slow) / 20:.2f} of 5"
-    )
-    # Most unchanged configurations are clear at the first look, and none blocks.
-    assert sum(r for r, _ in aa) / len(aa) <= 3
-    assert not any(blocked for _, blocked in aa)
-    # A 10 % slowdown is clear early too, and still blocks.
-    assert sum(r for r, _ in slow) / len(slow) <= 3
-    assert all("tpot_ms" in blocked for _, blocked in slow)

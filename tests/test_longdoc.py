@@ -12,24 +12,26 @@ from typing import Any
 
 import pytest
 
-from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
-from specgate.context_scaling import ContextPoint, check_context_coverage, check_ttft_growth, context_points
+from specgate.checks.long_context import ContextPoint, context_points
+from specgate.checks.long_context import context_coverage as check_context_coverage
+from specgate.checks.long_context import ttft_growth as check_ttft_growth
+from specgate.config import Speculation, WorkloadConfig
 from specgate.engines.base import ArmRun, Prompt, RequestTrace
 from specgate.errors import WorkloadError
-from specgate.evaluation import Evaluation
-from specgate.longdoc import (
+from specgate.evaluation import Evaluation, evaluate
+from specgate.measure.longdoc import (
     CHARS_PER_TOKEN,
     TEMPLATE_TOKENS,
     Document,
     build_long_workload,
     cut_at_boundary,
-    is_long_workload,
     load_context_targets,
     load_corpus,
 )
-from specgate.measure import Measurement
+from specgate.measure.protocol import Measurement
+from specgate.measure.workloads import load_workload
+from specgate.plan import two_arm_plan
 from specgate.reports.plots import context_length_plot
-from specgate.workloads import load_workload
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "suites" / "workloads" / "long_sample.jsonl"
@@ -177,10 +179,9 @@ def _evaluation(ttft_s: dict[str, float], failed: str | None = None) -> Evaluati
                 error = "RuntimeError: out of memory" if name == failed and arm == "spec" else None
                 trace = RequestTrace(name, arm, repetition, 0.0, times, (1,) * 5, (1,) * 5, "", int(name), error=error)
                 runs[arm].append(ArmRun(arm, (trace,), ttft + 0.5))
-    measurement = Measurement(
-        "pair", "long_docs", "cpu", "fake", ("ar", "spec"), prompts, {a: tuple(r) for a, r in runs.items()}
-    )
-    return Evaluation(measurement, SlaLimits(), GatePolicy())
+    plan = two_arm_plan("pair", "long_docs", Speculation("prompt_lookup", 3))
+    measurement = Measurement(plan, "cpu", "fake", prompts, {a: tuple(r) for a, r in runs.items()})
+    return evaluate(measurement)
 
 
 def test_context_points_and_checks_on_growing_ttft() -> None:
@@ -242,6 +243,7 @@ workloads:
   long_docs:
     path: workloads/long_docs.jsonl
     max_new_tokens: 16
+    long: true
 gate:
   repetitions: 2
   warmup: 1
@@ -280,6 +282,12 @@ def test_long_suite_runs_on_a_long_workload(pytester: pytest.Pytester, gate_proj
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_long_workloads_are_named_long() -> None:
-    assert is_long_workload("long_contexts") and is_long_workload("long_contexts_zh")
-    assert not is_long_workload("doc_edit") and not is_long_workload("belong")
+def test_long_workloads_are_declared_not_named(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    config = LONG_CONFIG.replace("  long_docs:", "  papers:").replace("  docs:", "  long_named:")
+    root = gate_project(config=config.replace("    long: true\n", ""))
+    (root / "workloads" / "long_docs.jsonl").write_text((root / "workloads" / "docs.jsonl").read_text())
+    result = pytester.runpytest("suites/test_long.py", "--workload=all", "--collect-only", "-q")
+    assert not [line for line in result.outlines if "::" in line]  # a name starting with "long" means nothing
+    (root / "specgate.yaml").write_text(config)
+    result = pytester.runpytest("suites/test_long.py", "--workload=all", "--collect-only", "-q")
+    assert sorted(line.split("[")[1] for line in result.outlines if "::" in line) == ["fake-pair-papers]"] * 4

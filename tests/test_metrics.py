@@ -7,7 +7,7 @@ import math
 import pytest
 
 from specgate.engines.base import ArmRun, RequestTrace, SpecCounters
-from specgate.metrics import (
+from specgate.measure.metrics import (
     measure_speedup,
     predicted_speedup,
     request_metrics,

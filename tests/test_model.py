@@ -13,13 +13,15 @@ from typing import Any
 import pytest
 import torch
 
-from specgate.config import GatePolicy, HardwareProfile, PairConfig, SlaLimits, Speculation, WorkloadConfig
+from specgate.checks.drift import greedy_identity
+from specgate.config import GatePolicy, HardwareProfile, SlaLimits, Speculation, WorkloadConfig
 from specgate.engines.base import Prompt
 from specgate.engines.transformers_engine import TransformersEngine
-from specgate.evaluation import Evaluation, explain_divergences
-from specgate.measure import measure_pair
-from specgate.sampling import compare_distributions
-from specgate.workloads import load_workload
+from specgate.evaluation import Evaluation, evaluate
+from specgate.measure.protocol import measure_plan
+from specgate.measure.workloads import load_workload
+from specgate.plan import MeasurementPlan, two_arm_plan
+from specgate.stats.distribution import compare_distributions
 
 pytestmark = pytest.mark.model
 
@@ -34,9 +36,13 @@ def prompts(limit: int, max_new_tokens: int) -> Any:
     return load_workload(WorkloadConfig("doc_edit", path, max_new_tokens=max_new_tokens, limit=limit))
 
 
+def plan_of(speculation: Speculation) -> MeasurementPlan:
+    return two_arm_plan("real", "doc_edit", speculation, target=TARGET)
+
+
 def load(speculation: Speculation) -> TransformersEngine:
     engine = TransformersEngine(REPO)
-    engine.load(PairConfig("real", TARGET, speculation, dtype="float32"), CPU)
+    engine.load(plan_of(speculation).arms, CPU)
     return engine
 
 
@@ -47,11 +53,12 @@ def pld_engine() -> Iterator[TransformersEngine]:
     engine.close()
 
 
-def measure(engine: TransformersEngine, limit: int, tokens: int) -> Evaluation:
-    measurement = measure_pair(
-        engine, prompts(limit, tokens), POLICY, pair="real", workload="doc_edit", hardware="cpu", gamma=3
-    )
-    return Evaluation(measurement, SlaLimits(), POLICY)
+def measure(
+    engine: TransformersEngine, limit: int, tokens: int, speculation: Speculation | None = None, explain: bool = False
+) -> Evaluation:
+    plan = plan_of(speculation or Speculation("prompt_lookup", num_tokens=3))
+    measurement = measure_plan(engine, plan, prompts(limit, tokens), POLICY, hardware="cpu")
+    return evaluate(measurement, explainer=engine if explain else None)
 
 
 def assert_counts_consistent(evaluation: Evaluation) -> None:
@@ -67,9 +74,9 @@ def assert_counts_consistent(evaluation: Evaluation) -> None:
 
 def test_prompt_lookup_is_lossless_and_counts_add_up(pld_engine: TransformersEngine) -> None:
     evaluation = measure(pld_engine, limit=3, tokens=48)
-    assert evaluation.losslessness.n == 3
-    assert evaluation.losslessness.differing == 0
-    assert evaluation.greedy_identity().passed
+    assert evaluation.losslessness["spec"].n == 3
+    assert evaluation.losslessness["spec"].differing == 0
+    assert greedy_identity(evaluation, "spec", SlaLimits()).passed
     assert_counts_consistent(evaluation)
     acceptance = evaluation.released.acceptance
     assert acceptance is not None and acceptance.rate is not None and acceptance.drafted_tokens > 0
@@ -87,7 +94,7 @@ def test_counts_are_reproducible_run_to_run(pld_engine: TransformersEngine) -> N
 def broken_verify(engine: TransformersEngine, edit: Callable[[Any, Any], None]) -> Iterator[None]:
     """Inject a bug into the target's verification pass: `edit(logits, drafted)` changes the logits that judge the
     drafted tokens (logit j predicts the input token after it)."""
-    model = engine._model
+    model = engine._arms["spec"].model
     original = model.forward
 
     def forward(*args: Any, **kwargs: Any) -> Any:
@@ -117,12 +124,11 @@ def favour_draft(logits: Any, drafted: Any) -> None:
 def test_broken_verify_is_caught_at_its_first_divergence(pld_engine: TransformersEngine) -> None:
     """A verify step that accepts every drafted token, right or wrong, must show up as drift with its position."""
     with broken_verify(pld_engine, accept_everything):
-        evaluation = measure(pld_engine, limit=3, tokens=48)
-    explain_divergences(evaluation, pld_engine.logit_margin)
-    check = evaluation.greedy_identity()
+        evaluation = measure(pld_engine, limit=3, tokens=48, explain=True)
+    check = greedy_identity(evaluation, "spec", SlaLimits())
     assert not check.passed
     assert "not a tie, a speculative-path bug" in check.message
-    first = evaluation.losslessness.divergences[0]
+    first = evaluation.losslessness["spec"].divergences[0]
     reference = next(t for r in evaluation.measurement.runs["ar"] for t in r.traces if t.prompt_id == first.prompt_id)
     broken = next(t for r in evaluation.measurement.runs["spec"] for t in r.traces if t.prompt_id == first.prompt_id)
     position = first.position
@@ -132,13 +138,15 @@ def test_broken_verify_is_caught_at_its_first_divergence(pld_engine: Transformer
 
 
 def test_truncated_draft_pair_runs_and_counts_add_up() -> None:
-    engine = load(Speculation("draft_model", num_tokens=4, draft=TARGET, draft_layers=4))
+    speculation = Speculation("draft_model", num_tokens=4, draft=TARGET, draft_layers=4)
+    engine = load(speculation)
     try:
-        assert engine.cost_ratio is not None and 0 < engine.cost_ratio < 1
-        evaluation = measure(engine, limit=1, tokens=24)
+        cost = engine.cost_ratio("spec")
+        assert cost is not None and 0 < cost < 1
+        evaluation = measure(engine, limit=1, tokens=24, speculation=speculation)
     finally:
         engine.close()
-    assert evaluation.losslessness.differing == 0
+    assert evaluation.losslessness["spec"].differing == 0
     assert_counts_consistent(evaluation)
     # The constant schedule drafts γ = 4 at every step, except where the output budget leaves less room.
     trace = evaluation.measurement.runs["spec"][0].traces[0]

@@ -25,14 +25,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import arm_summaries, evaluation_of
+
 pytest.importorskip("httpx", reason="the openai engine needs httpx: pip install httpx")
 
 from specgate.config import PairConfig, Speculation, load_hardware_profile
 from specgate.engines import create_engine
 from specgate.engines.base import ArmRun, Prompt, RequestTrace, SpecCounters
-from specgate.engines.openai_engine import OpenAIEngine
-from specgate.engines.openai_load import arrival_offsets, run_load
-from specgate.engines.openai_metrics import GoodputSlo, measure_goodput, read_metrics, server_delta
+from specgate.engines.openai.engine import OpenAIEngine
+from specgate.engines.openai.load import arrival_offsets, run_load
+from specgate.engines.openai.metrics import GoodputSlo, measure_goodput, read_metrics, server_delta
 from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -256,8 +258,15 @@ def _pair(endpoints: dict[str, str], **options: Any) -> PairConfig:
 
 
 def _engine(endpoints: dict[str, str], **options: Any) -> OpenAIEngine:
+    """An engine loaded with the arms of the pair that have an endpoint."""
+    from specgate.plan import pair_arms
+
     engine = OpenAIEngine(REPO)
-    engine.load(_pair(endpoints, **options), load_hardware_profile("cpu", REPO / "hardware"))
+    hardware = load_hardware_profile("cpu", REPO / "hardware")
+    arms = [a for a in pair_arms(_pair(endpoints, **options), hardware) if a.name in endpoints] or list(
+        pair_arms(_pair(endpoints, **options), hardware)
+    )
+    engine.load(arms, hardware)
     return engine
 
 
@@ -419,7 +428,7 @@ def test_a_run_where_every_request_fails_raises_with_the_reason(serve: Callable[
 
 
 def test_a_stream_cut_without_done_is_a_failure() -> None:
-    from specgate.engines.openai_sse import ResponseStream
+    from specgate.engines.openai.sse import ResponseStream
 
     class Response:
         async def aiter_lines(self) -> Any:
@@ -568,10 +577,10 @@ def test_bad_options_are_config_errors_naming_pair_and_key(case: str) -> None:
 
 def test_a_listed_host_is_allowed_and_localhost_is_loopback() -> None:
     from specgate.config import SlaLimits
-    from specgate.engines.openai_load import parse_settings
+    from specgate.engines.openai.load import parse_settings
 
     pair = _pair({"ar": "http://gpu-box:8000/", "spec": "http://localhost:8001"}, allowed_hosts=["gpu-box"])
-    settings = parse_settings(pair, SlaLimits())
+    settings = parse_settings(pair.name, pair.speculation.options, pair.target, SlaLimits())
     assert settings.endpoints == {"ar": "http://gpu-box:8000", "spec": "http://localhost:8001"}
     assert settings.model == MODEL and settings.api == "chat" and settings.concurrency == 1
 
@@ -674,7 +683,7 @@ def test_gate_blocks_when_some_requests_fail(
     assert check["passed"] is False
     assert check["message"].startswith("BLOCK: cannot measure reliably: arm spec: 1 of 12 requests failed (1× ")
     assert FAULTS[fault] in check["message"]  # the cause reaches the verdict
-    assert verdict["metrics"]["served"]["docs"]["arms"]["spec"]["n_failed"] == 1
+    assert arm_summaries(verdict, "served", "docs")["spec"]["n_failed"] == 1
     assert KEY not in output
 
 
@@ -703,8 +712,8 @@ def test_gate_with_healthy_servers_passes_the_samples_check(
     ar, spec = serve(key=KEY, spec_counters=False), serve(key=KEY)
     verdict, _ = _gate_run(pytester, ar.url, spec.url)
     assert _samples_check(verdict)["passed"] is True
-    arms = verdict["metrics"]["served"]["docs"]["arms"]
+    arms = arm_summaries(verdict, "served", "docs")
     assert arms["spec"]["acceptance"]["source"] == "engine counters"
     assert arms["spec"]["acceptance"]["rate"] == pytest.approx(5 / 12)
     assert arms["ar"]["acceptance"] is None
-    assert verdict["metrics"]["served"]["docs"]["versions"]["server.spec"] == "fake-1.0"
+    assert evaluation_of(verdict, "served", "docs")["versions"]["server.spec"] == "fake-1.0"

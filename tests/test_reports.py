@@ -20,13 +20,14 @@ from typing import Any, ClassVar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import arm_summaries, evaluate_fake, evaluation_of
 from specgate import __version__
-from specgate.cli import build_parser, main, report
+from specgate.cli import build_parser, main
+from specgate.cli.report import report
 from specgate.config import GatePolicy, SlaLimits
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
 from specgate.evaluation import Evaluation
-from specgate.measure import measure_pair
 from specgate.reports.allure_report import categories, environment_properties, literal
 from specgate.reports.benchmark import benchmark_stats
 from specgate.reports.plots import drift_html, evaluation_plots
@@ -67,7 +68,7 @@ def _assert_passing_summary(summary: str, arms: dict[str, Any]) -> None:
     assert "specgate: **PASS** on `cpu`" in summary
     assert "0 of 6 checks failed" in summary
     assert "### Failed checks" not in summary
-    assert re.search(r"^\| fake-pair \| docs \| ar \| .* \| reference \|", summary, re.M)
+    assert re.search(r"^\| fake-pair \| docs \| ar \| .* \| plain decoding \|", summary, re.M)
     spec_row = re.search(r"^\| fake-pair \| docs \| spec \| (\d+) \|.*$", summary, re.M)
     assert spec_row is not None
     assert int(spec_row.group(1)) == round(arms["spec"]["ttft_ms"]["p99"])
@@ -106,11 +107,12 @@ def test_passing_run_writes_summary_prometheus_and_benchmark(pytester: pytest.Py
     run_gate(pytester).assert_outcomes(passed=6)
     verdict = load(reports / "verdict.json")
     assert verdict["verdict"] == "PASS"
-    assert "report_warnings" not in verdict
-    metrics = verdict["metrics"]["fake-pair"]["docs"]
-    _assert_passing_summary((reports / "summary.md").read_text(encoding="utf-8"), metrics["arms"])
-    _assert_passing_prometheus(reports / "metrics.prom", metrics["arms"], metrics["speedup"]["value"])
-    _assert_passing_benchmark(load(reports / "benchmark.json"), metrics["arms"], metrics["speedup"]["value"])
+    assert verdict["report_warnings"] == []
+    arms = arm_summaries(verdict, "fake-pair", "docs")
+    speedup = next(a for a in evaluation_of(verdict, "fake-pair", "docs")["arms"] if a["name"] == "spec")["speedup"]
+    _assert_passing_summary((reports / "summary.md").read_text(encoding="utf-8"), arms)
+    _assert_passing_prometheus(reports / "metrics.prom", arms, speedup["value"])
+    _assert_passing_benchmark(load(reports / "benchmark.json"), arms, speedup["value"])
 
 
 def test_blocking_run_names_the_failed_check_everywhere(pytester: pytest.Pytester, project: Any) -> None:
@@ -325,7 +327,7 @@ def test_allure_attachment_failure_is_a_warning(
 ) -> None:
     import specgate.reports.plots
 
-    def broken(evaluation: Evaluation) -> list[Any]:
+    def broken(evaluation: Evaluation, *args: Any, **kwargs: Any) -> list[Any]:
         raise ImportError("No module named 'matplotlib'")
 
     monkeypatch.setattr(specgate.reports.plots, "evaluation_plots", broken)
@@ -337,7 +339,7 @@ def test_allure_attachment_failure_is_a_warning(
 
 
 def test_categories_match_only_their_own_failures() -> None:
-    from specgate.gate import Check
+    from specgate.checks import Check
 
     checks = [
         Check("p99_ttft", "p", "w", "sla", False, "P99 TTFT 912 ms > SLA 800 ms (n=64; x|y [z] {a} 1+1?)"),
@@ -365,14 +367,11 @@ def test_environment_properties_are_ascii_and_escaped() -> None:
 def _evaluation(behaviour: FakeBehaviour) -> Evaluation:
     prompts = [Prompt(f"p{i}", f"prompt {i}", 24) for i in range(4)]
     policy = GatePolicy(repetitions=2, warmup=0)
-    measurement = measure_pair(
-        FakeEngine(behaviour), prompts, policy, pair="pair", workload="load", hardware="cpu", gamma=behaviour.gamma
-    )
-    return Evaluation(measurement, SlaLimits(), policy)
+    return evaluate_fake(FakeEngine(behaviour), prompts, policy, pair="pair", workload="load", gamma=behaviour.gamma)
 
 
 def test_plots_render_png_for_both_arms_and_drift_side_by_side() -> None:
-    plots = evaluation_plots(_evaluation(FakeBehaviour(wrong_token_at=3)))
+    plots = evaluation_plots(_evaluation(FakeBehaviour(wrong_token_at=3)), SlaLimits())
     assert [p.name for p in plots] == [
         "TTFT CDF",
         "TPOT CDF",
@@ -409,7 +408,11 @@ def test_report_command_runs_allure_generate(tmp_path: Path, capsys: pytest.Capt
     (out / "history").mkdir(parents=True)
     (out / "history" / "history.json").write_text("{}")
     allure = _fake_allure(tmp_path)
-    assert main(["report", "--results", str(results), "--out", str(out), "--allure", str(allure)]) == 0
+    verdict = str(tmp_path / "verdict.json")
+    assert (
+        main(["report", "--results", str(results), "--out", str(out), "--allure", str(allure), "--verdict", verdict])
+        == 0
+    )
     assert (tmp_path / "args.txt").read_text().split() == ["generate", str(results), "-o", str(out), "--clean"]
     assert (results / "history" / "history.json").is_file()  # trends carry over
     assert f"Allure report: {out / 'index.html'}" in capsys.readouterr().out
@@ -420,18 +423,19 @@ def test_report_command_says_what_is_missing(
 ) -> None:
     results = tmp_path / "results"
     results.mkdir()
-    assert main(["report", "--results", str(results)]) == 2
-    assert f"no Allure results in {results}: run the gate with --alluredir={results} first" in capsys.readouterr().err
+    missing = tmp_path / "verdict.json"
+    assert main(["report", "--results", str(results), "--verdict", str(missing)]) == 2
+    assert f"neither {missing} nor Allure results in {results}: run the gate first" in capsys.readouterr().err
     (results / "x-result.json").write_text("{}")
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("SPECGATE_ALLURE", raising=False)
-    assert main(["report", "--results", str(results)]) == 2
+    assert main(["report", "--results", str(results), "--verdict", str(missing)]) == 2
     assert "Allure's command line was not found; install it with scripts/install-report-tools.sh" in (
         capsys.readouterr().err
     )
     failing = _fake_allure(tmp_path, exit_code=3)
     monkeypatch.setenv("SPECGATE_ALLURE", str(failing))
-    assert main(["report", "--results", str(results), "--out", str(tmp_path / "o")]) == 1
+    assert main(["report", "--results", str(results), "--out", str(tmp_path / "o"), "--verdict", str(missing)]) == 1
     assert "failed (exit 3)" in capsys.readouterr().err
 
 
@@ -439,10 +443,6 @@ def test_cli_has_room_for_other_subcommands(capsys: pytest.CaptureFixture[str]) 
     assert main([]) == 2
     assert "report" in capsys.readouterr().out
     assert build_parser().parse_args(["report"]).handler is report
-    try:
-        from specgate import baseline_cli
-    except ImportError:
-        with pytest.raises(SystemExit):
-            build_parser().parse_args(["baseline", "list"])
-    else:
-        assert build_parser().parse_args(["baseline", "list"]).handler is baseline_cli.run
+    from specgate.cli import baseline
+
+    assert build_parser().parse_args(["baseline", "list"]).handler is baseline.run

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specgate.engines.base import RequestTrace
-from specgate.sampling import (
+from specgate.stats.distribution import (
     ENDED,
     RECOMMENDED_POSITIONS,
     RECOMMENDED_PROMPTS,

@@ -17,16 +17,13 @@ import numpy.typing as npt
 import pytest
 from scipy import stats as scipy_stats
 
-from specgate.stats import (
+from specgate.stats.bootstrap import bootstrap_ci
+from specgate.stats.tests import (
     Comparison,
-    Interval,
-    bootstrap_ci,
     compare_percentile,
     compare_samples,
     holm,
     holm_adjust,
-    sequential_boundaries,
-    sequential_decision,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -451,47 +448,3 @@ def test_a_drop_equal_to_the_tolerance_is_a_coin_flip() -> None:
     rate = _detection_rate(compare)
     print(f"-5 % acceptance, tolerance 5 %, 200 prompts: detected {rate:.3f}")
     assert 0.3 <= rate <= 0.7
-
-
-# --- group-sequential stopping ------------------------------------------------------------------------------------
-
-
-def test_sequential_boundaries_match_published_constants() -> None:
-    # Jennison & Turnbull (2000), tables 2.1 and 2.3: two-sided 5 % = one-sided 2.5 %
-    assert sequential_boundaries(2, 0.025, "pocock")[0] == pytest.approx(2.178, abs=1e-3)
-    assert sequential_boundaries(5, 0.025, "pocock") == pytest.approx((2.413,) * 5, abs=1e-3)
-    assert sequential_boundaries(5, 0.025, "obrien-fleming") == pytest.approx(
-        (4.562, 3.226, 2.634, 2.281, 2.040), abs=1e-3
-    )
-    assert sequential_boundaries(1, 0.01) == pytest.approx((scipy_stats.norm.isf(0.01),))
-
-
-@pytest.mark.parametrize("boundary", ["pocock", "obrien-fleming"])
-def test_sequential_boundaries_keep_the_error_rate(boundary: str) -> None:
-    """200,000 simulated no-change runs with 4 looks cross the boundaries at rate alpha; naive looks do not."""
-    rng = np.random.default_rng(12)
-    z_paths = rng.standard_normal((200_000, 4)).cumsum(axis=1) / np.sqrt(np.arange(1, 5))
-    bounds = np.asarray(sequential_boundaries(4, 0.01, boundary))  # type: ignore[arg-type]
-    crossed = np.mean((z_paths >= bounds).any(axis=1))
-    naive = np.mean((z_paths >= scipy_stats.norm.isf(0.01)).any(axis=1))
-    assert crossed == pytest.approx(0.01, abs=4 * math.sqrt(0.01 * 0.99 / 200_000))
-    assert naive > 2 * 0.01  # testing at alpha at every look inflates the error rate
-
-
-def test_sequential_decision_stops_and_continues() -> None:
-    bounds = sequential_boundaries(3, 0.01)
-    decide = sequential_decision
-    assert decide(bounds[0] + 0.1, 0.20, look=1, looks=3).decision == "regressed"
-    assert decide(bounds[0] - 0.1, 0.20, look=1, looks=3).decision == "continue"
-    assert decide(bounds[1] + 0.1, 0.01, look=2, looks=3).decision == "continue"  # significant, within tolerance
-    assert decide(bounds[2] + 0.1, 0.01, look=3, looks=3).decision == "not regressed"
-    final = decide(1.0, 0.20, look=3, looks=3)
-    assert (final.decision, final.z_boundary) == ("not regressed", bounds[2])
-    with pytest.raises(ValueError, match="look=4 must lie between 1 and looks=3"):
-        decide(1.0, 0.2, look=4, looks=3)
-
-
-def test_interval_is_a_frozen_value() -> None:
-    interval = Interval(1.0, 2.0)
-    with pytest.raises(AttributeError):
-        interval.low = 0.0  # type: ignore[misc]

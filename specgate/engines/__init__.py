@@ -1,28 +1,30 @@
-"""Engines behind one protocol; `create_engine` picks one by name and imports it lazily."""
+"""Engines behind one protocol (`specgate.engines.base.Engine`), created by name from the registry
+(`specgate.engines.registry`). Engine modules are imported only when an engine is created."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
-from specgate.config import ENGINES
 from specgate.engines.base import ArmRun, Engine, Prompt, RequestTrace, SpecCounters
-from specgate.errors import ConfigError
+from specgate.engines.registry import EngineSpec, engine_names, engine_spec, require_engine
 
-__all__ = ["ArmRun", "Engine", "Prompt", "RequestTrace", "SpecCounters", "create_engine"]
+__all__ = [
+    "ArmRun",
+    "Engine",
+    "EngineSpec",
+    "Prompt",
+    "RequestTrace",
+    "SpecCounters",
+    "create_engine",
+    "engine_names",
+    "engine_spec",
+    "require_engine",
+]
 
 
 def create_engine(name: str, base_dir: Path) -> Engine:
-    """A new, unloaded engine. Each engine module is imported only when chosen."""
-    if name == "transformers":
-        from specgate.engines.transformers_engine import TransformersEngine
-
-        return TransformersEngine(base_dir)
-    if name == "vllm":
-        from specgate.engines.vllm_engine import VllmEngine
-
-        return VllmEngine(base_dir)
-    if name == "openai":
-        from specgate.engines.openai_engine import OpenAIEngine
-
-        return OpenAIEngine(base_dir)
-    raise ConfigError(f"--engine={name!r} is not a known engine. Known: {', '.join(ENGINES)}")
+    """A new, unloaded engine; its module is imported only now."""
+    module_name, class_name = engine_spec(name).factory.split(":")
+    engine: Engine = getattr(importlib.import_module(module_name), class_name)(base_dir)
+    return engine

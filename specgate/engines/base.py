@@ -1,18 +1,24 @@
-"""The engine protocol and the records an engine returns.
+"""The engine protocol, its optional capabilities, and the records an engine returns.
 
-An engine runs requests for one *arm* (an engine configuration: speculation off, on, or any other variant) and
-returns one `RequestTrace` per request: raw timestamps and token counts, never derived metrics. Metrics are
-computed from traces in `specgate.metrics`, so every engine is measured the same way.
+An engine runs requests in one *arm* (a `specgate.plan.Arm`: an engine configuration) and returns one
+`RequestTrace` per request: raw timestamps and token counts, never derived metrics. Metrics are computed from
+traces in `specgate.measure.metrics`, so every engine is measured the same way.
+
+Optional capabilities are small protocols an engine may also satisfy, checked with `isinstance`:
+`ExplainsDivergences` (the target's logit margin at a divergence), `SamplesOutputs` (seeded sampled outputs for
+the distribution test) and `ServedEngine` (what a served endpoint reported about each run).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from specgate.config import HardwareProfile, PairConfig
+    from specgate.config import HardwareProfile
+    from specgate.models import ResolvedModel
+    from specgate.plan import Arm
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,31 +92,55 @@ class ArmRun:
 class Engine(Protocol):
     """An inference engine that specgate can measure.
 
-    `load` prepares every arm of the pair on the profile's device; `run` executes the prompts in the given arm and
-    returns their traces; `close` releases models and processes. `arms` lists the arm names the pair defines, the
-    reference arm first. `per_request` says whether `run` may be called with one prompt at a time (engines that
-    batch, like vLLM, run a whole arm at once and are interleaved per repetition instead).
+    `load` prepares every arm on the profile's device; `run` executes the prompts in one arm and returns their
+    traces; `close` releases models and processes. `per_request` says whether `run` may be called with one prompt
+    at a time (engines that batch, like vLLM, run a whole arm at once and are interleaved per round instead).
+    `models(arm)` are the model files an arm runs, by role (`target`, `draft`), hashed for provenance;
+    `cost_ratio(arm)` is c, the draft step's cost over the target step's (0 for n-gram lookup, None unknown).
     """
 
     name: str
     per_request: bool
 
-    def load(self, pair: PairConfig, hardware: HardwareProfile) -> None: ...
-
-    @property
-    def arms(self) -> Sequence[str]: ...
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None: ...
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun: ...
 
     def versions(self) -> Mapping[str, str]: ...
 
+    def models(self, arm: str) -> Mapping[str, ResolvedModel]: ...
+
+    def cost_ratio(self, arm: str) -> float | None: ...
+
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class EngineInfo:
-    """Static facts about a loaded engine, recorded in reports and baselines."""
+@runtime_checkable
+class ExplainsDivergences(Protocol):
+    """The target's logit margin between two tokens after a prefix: explains where two outputs diverged."""
 
-    engine: str
-    versions: Mapping[str, str] = field(default_factory=dict)
-    model_files: Mapping[str, str] = field(default_factory=dict)
+    def logit_margin(self, arm: str, prompt: Prompt, prefix: tuple[int, ...], token_a: int, token_b: int) -> float: ...
+
+
+@runtime_checkable
+class SamplesOutputs(Protocol):
+    """Seeded sampled outputs of one prompt in one arm (the sampled-decoding distribution test)."""
+
+    def sample(
+        self,
+        prompt: Prompt,
+        arm: str,
+        *,
+        seeds: Sequence[int],
+        max_new_tokens: int,
+        temperature: float = 0.7,
+        top_p: float = 0.95,
+    ) -> list[tuple[int, ...]]: ...
+
+
+@runtime_checkable
+class ServedEngine(Protocol):
+    """A served endpoint's own account of each run (goodput, errors, its /metrics), and notes for the report."""
+
+    served_runs: list[Any]
+    notes: list[str]

@@ -1,26 +1,36 @@
 """FakeEngine: seeded synthetic traces for specgate's own tests of the gate logic.
 
-It is never a default and never used in `suites/`: it measures nothing real. Latencies are drawn from seeded
-distributions around per-prompt means (`seed`: the run's timing noise); which draft tokens are accepted is drawn
-per prompt from `content_seed` (like greedy decoding, the same configuration accepts the same tokens in every
-run), so tests can inject exact slowdowns, acceptance drops or wrong tokens and check that the gate sees them.
+It is never a default, never registered as an engine, and never used in `suites/`: it measures nothing real.
+Latencies are drawn from seeded distributions around per-prompt means (`seed`: the run's timing noise); which draft
+tokens are accepted is drawn per prompt and arm configuration from `content_seed` (like greedy decoding, the same
+configuration accepts the same tokens in every run), so tests can inject exact slowdowns, acceptance drops or wrong
+tokens and check that the gate sees them. Time is simulated: nothing sleeps.
+
+Arms come from `load` (a plan's arms; speculative arms draft `speculation.num_tokens` tokens) or, without it, are
+`ar` and `spec` with `behaviour.gamma`. `per_arm` gives an arm its own behaviour (a new draft, a slower build);
+`slowdown` applies to the candidate's speculative arms, and an arm's own `slowdown` (`--inject-slowdown`) on top.
+`batched=True` makes the engine run whole arms at once, as vLLM and served endpoints do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from specgate.config import HardwareProfile, PairConfig
+from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, Prompt, RequestTrace
+from specgate.plan import Arm
 
 
 @dataclass(frozen=True, slots=True)
 class FakeBehaviour:
-    """What the fake engine simulates. `slowdown` multiplies every latency of the spec arm; `acceptance` is the
-    probability that each draft token is accepted (a draft stops at its first rejection)."""
+    """What the fake engine simulates. `slowdown` multiplies every latency of the speculative candidate arms;
+    `acceptance` is the probability that each draft token is accepted (a draft stops at its first rejection);
+    `tail_share` of the requests (chosen per prompt and repetition, the same in every arm) take `tail_factor` times
+    longer in the arms `tail_factor` applies to (the speculative candidate arms)."""
 
     ttft_ms: float = 300.0
     tpot_ms: float = 20.0
@@ -31,27 +41,49 @@ class FakeBehaviour:
     slowdown: float = 1.0
     wrong_token_at: int | None = None
     fail_arm: str | None = None
+    tail_share: float = 0.0
+    tail_factor: float = 1.0
 
 
 class FakeEngine:
-    """A seeded stand-in engine (tests only). Time is simulated: no sleeping."""
+    """A seeded stand-in engine (tests only)."""
 
     name = "fake"
-    per_request = True
 
-    def __init__(self, behaviour: FakeBehaviour | None = None, seed: int = 0, content_seed: int = 0) -> None:
+    def __init__(
+        self,
+        behaviour: FakeBehaviour | None = None,
+        seed: int = 0,
+        content_seed: int = 0,
+        *,
+        per_arm: Mapping[str, FakeBehaviour] | None = None,
+        batched: bool = False,
+    ) -> None:
         self.behaviour = behaviour or FakeBehaviour()
         self.content_seed = content_seed
+        self.per_arm = dict(per_arm or {})
+        self.per_request = not batched
         self._rng = np.random.default_rng(seed)
         self._clock = 1000.0
-        self.cost_ratio: float | None = self.behaviour.draft_cost
+        self._arms: dict[str, Arm] = {}
 
-    @property
-    def arms(self) -> Sequence[str]:
-        return ("ar", "spec")
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
+        self._arms = {arm.name: arm for arm in arms}
 
-    def load(self, pair: PairConfig, hardware: HardwareProfile) -> None:
-        self.cost_ratio = self.behaviour.draft_cost
+    def _behaviour(self, arm: str) -> FakeBehaviour:
+        return self.per_arm.get(arm, self.behaviour)
+
+    def _gamma(self, arm: str) -> int:
+        known = self._arms.get(arm)
+        if known is None:
+            return self._behaviour(arm).gamma if arm != "ar" else 0
+        return 0 if known.speculation is None else known.speculation.num_tokens
+
+    def _factor(self, arm: str) -> float:
+        known = self._arms.get(arm)
+        candidate_speculative = arm == "spec" if known is None else (known.speculative and not known.reference)
+        injected = 1.0 if known is None else 1.0 + known.slowdown
+        return (self._behaviour(arm).slowdown if candidate_speculative else 1.0) * injected
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
         start = self._clock
@@ -59,44 +91,35 @@ class FakeEngine:
         return ArmRun(arm, traces, self._clock - start)
 
     def _one(self, prompt: Prompt, arm: str, repetition: int) -> RequestTrace:
-        b = self.behaviour
+        b = self._behaviour(arm)
         submit = self._clock
         if arm == b.fail_arm:
             self._clock += 0.01
-            return RequestTrace(
-                prompt.id,
-                arm,
-                repetition,
-                submit,
-                (),
-                (),
-                (),
-                "",
-                10,
-                done_s=self._clock,
-                error="RuntimeError: injected failure",
-            )
+            error = "RuntimeError: injected failure"
+            return RequestTrace(prompt.id, arm, repetition, submit, (), (), (), "", 10, done_s=self._clock, error=error)
         digest = sum(map(ord, prompt.id))
         base = 1.0 + (digest % 7) / 10  # per-prompt difficulty, fixed across runs
-        factor = b.slowdown if arm == "spec" else 1.0
-        # Which draft tokens are accepted depends on the content (prompt and model), not on the run: as with greedy
-        # decoding, two runs of the same configuration accept exactly the same tokens.
+        factor = self._factor(arm)
+        if b.tail_share and self._tail_arm(arm) and self._in_tail(prompt, repetition, b):
+            factor *= b.tail_factor
+        # Which draft tokens are accepted depends on the content (prompt and configuration), not on the run: as with
+        # greedy decoding, two runs of the same configuration accept exactly the same tokens.
         content = np.random.default_rng([self.content_seed, digest])
-        times = [submit + b.ttft_ms * base * factor * self._noise() / 1000]
+        times = [submit + b.ttft_ms * base * factor * self._noise(b) / 1000]
         sizes, drafted, accepted = [1], [], []
         ids = [self._token(prompt, 0)]
         while len(ids) < prompt.max_new_tokens:
-            gamma = min(b.gamma, prompt.max_new_tokens - len(ids) - 1) if arm == "spec" else 0
+            gamma = min(self._gamma(arm), prompt.max_new_tokens - len(ids) - 1)
             if gamma > 0:
                 hits = content.random(gamma) < b.acceptance
                 n = gamma if hits.all() else int(np.argmin(hits))
                 drafted.append(gamma)
                 accepted.append(n)
-                step, emitted = (1 + gamma * b.draft_cost) * b.tpot_ms * base * factor * self._noise(), n + 1
+                step, emitted = (1 + gamma * b.draft_cost) * b.tpot_ms * base * factor * self._noise(b), n + 1
             else:
-                step, emitted = b.tpot_ms * base * factor * self._noise(), 1
+                step, emitted = b.tpot_ms * base * factor * self._noise(b), 1
             for _ in range(emitted):
-                ids.append(self._token(prompt, len(ids), arm))
+                ids.append(self._token(prompt, len(ids), b, speculative=self._gamma(arm) > 0))
             times.append(times[-1] + step / 1000)
             sizes.append(emitted)
         self._clock = times[-1] + 0.001
@@ -116,16 +139,32 @@ class FakeEngine:
             finish_reason="length",
         )
 
-    def _noise(self) -> float:
-        return float(self._rng.lognormal(0.0, self.behaviour.noise_cv))
+    def _tail_arm(self, arm: str) -> bool:
+        known = self._arms.get(arm)
+        return arm == "spec" if known is None else (known.speculative and not known.reference)
 
-    def _token(self, prompt: Prompt, position: int, arm: str = "ar") -> int:
-        if arm == "spec" and self.behaviour.wrong_token_at == position:
+    @staticmethod
+    def _in_tail(prompt: Prompt, repetition: int, b: FakeBehaviour) -> bool:
+        draw = np.random.default_rng([sum(map(ord, prompt.id)), repetition + 7]).random()
+        return bool(draw < b.tail_share)
+
+    def _noise(self, b: FakeBehaviour) -> float:
+        return float(self._rng.lognormal(0.0, b.noise_cv))
+
+    @staticmethod
+    def _token(prompt: Prompt, position: int, b: FakeBehaviour | None = None, *, speculative: bool = False) -> int:
+        if speculative and b is not None and b.wrong_token_at == position:
             return 0
         return (sum(map(ord, prompt.id)) * 31 + position * 7) % 1000 + 1
 
     def versions(self) -> Mapping[str, str]:
         return {"engine": "fake (tests only)"}
+
+    def models(self, arm: str) -> Mapping[str, Any]:
+        return {}
+
+    def cost_ratio(self, arm: str) -> float | None:
+        return self._behaviour(arm).draft_cost if self._gamma(arm) > 0 else None
 
     def close(self) -> None:
         pass

@@ -1,10 +1,14 @@
-"""The transformers engine: `generate` with assisted generation, measured per token.
+"""The transformers engine: `generate` with assisted generation, measured per token, for any number of arms.
 
-Arms: `ar` is plain greedy decoding; `spec` is assisted generation, with `prompt_lookup_num_tokens=γ` (n-gram
-prompt lookup) or `assistant_model=` (a draft model drafting γ tokens per step, fixed schedule).
+An arm is plain greedy decoding (no speculation) or assisted generation: `prompt_lookup_num_tokens=γ` (n-gram
+prompt lookup) or `assistant_model=` (a draft model drafting γ tokens per step, fixed schedule). Arms that share a
+target (same folder and dtype) share one loaded model; a draft made of the target's own first layers shares the
+target's embeddings and head.
 
 Timing: a streamer records `time.perf_counter()` each time `generate` hands it tokens (one chunk per verification
 step with speculation). Token copies to the host synchronize the device, so timestamps are real on CUDA/NPU too.
+An arm with a `slowdown` (the `--inject-slowdown` self-test) waits, inside that callback, that fraction of the
+step that just ended before the next step starts: every step of that arm takes (1 + slowdown) times as long.
 Acceptance is counted, not estimated: the candidate generator is wrapped and every call of
 `update_candidate_strategy(input_ids, scores, n_matches)` is one verification step with `scores.shape[1] - 1`
 tokens drafted and `n_matches` accepted (after transformers' own EOS/length cropping).
@@ -15,32 +19,49 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specgate.config import HardwareProfile, PairConfig
+from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, Prompt, RequestTrace
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.models import ResolvedModel, resolve
+from specgate.plan import Arm
 
-ARMS = ("ar", "spec")
+_SPIN_S = 0.0005  # the last half millisecond of an injected wait is spun, not slept: sleep overshoots
+
+
+def _wait(seconds: float) -> None:
+    deadline = time.perf_counter() + seconds
+    if seconds > _SPIN_S:
+        time.sleep(seconds - _SPIN_S)
+    while time.perf_counter() < deadline:
+        pass
 
 
 class _ChunkClock:
-    """A minimal streamer: the arrival time and size of each chunk. Nothing else runs on the hot path."""
+    """A minimal streamer: the arrival time and size of each chunk. Nothing else runs on the hot path (unless the
+    arm has an injected slowdown, which waits here)."""
 
-    __slots__ = ("_prompt_seen", "sizes", "times")
+    __slots__ = ("_last", "_prompt_seen", "_slowdown", "sizes", "times")
 
-    def __init__(self) -> None:
+    def __init__(self, start: float, slowdown: float = 0.0) -> None:
         self.times: list[float] = []
         self.sizes: list[int] = []
         self._prompt_seen = False
+        self._last = start
+        self._slowdown = slowdown
 
     def put(self, value: Any) -> None:
         now = time.perf_counter()
         if not self._prompt_seen:
             self._prompt_seen = True
             return
+        if self._slowdown:
+            _wait((now - self._last) * self._slowdown)
+            now = time.perf_counter()
+        self._last = now
         self.times.append(now)
         self.sizes.append(int(value.numel()))
 
@@ -80,37 +101,43 @@ class _StepCounter:
         model._get_candidate_generator = get_candidate_generator
 
 
+@dataclass(slots=True)
+class _Setup:
+    """What one arm runs: its target model and tokenizer, the `generate` arguments of its speculation."""
+
+    arm: Arm
+    model: Any
+    tokenizer: Any
+    tokenizer_key: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    models: dict[str, ResolvedModel] = field(default_factory=dict)
+    cost_ratio: float | None = None
+
+
 class TransformersEngine:
-    """Runs a pair with Hugging Face transformers on the profile's device (batch size 1)."""
+    """Runs arms with Hugging Face transformers on the profile's device (batch size 1)."""
 
     name = "transformers"
     per_request = True
 
     def __init__(self, base_dir: Path | None = None) -> None:
         self._base_dir = base_dir
-        self._model: Any = None
-        self._draft: Any = None
-        self._tokenizer: Any = None
         self._device = "cpu"
-        self._spec_kwargs: dict[str, Any] = {}
         self._steps = _StepCounter()
-        self._inputs: dict[str, Any] = {}
-        self.resolved: dict[str, ResolvedModel] = {}
-        self.cost_ratio: float | None = None
-        self.pair: PairConfig | None = None
+        self._targets: dict[tuple[str, str], Any] = {}
+        self._tokenizers: dict[str, Any] = {}
+        self._drafts: dict[tuple[str, int | None, str, str], tuple[Any, ResolvedModel, float]] = {}
+        self._arms: dict[str, _Setup] = {}
+        self._inputs: dict[tuple[str, str], tuple[Prompt, Any]] = {}
 
-    @property
-    def arms(self) -> Sequence[str]:
-        return ARMS
-
-    def load(self, pair: PairConfig, hardware: HardwareProfile) -> None:
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
         from specgate.hardware.backends import get_backend
 
         get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            import transformers  # noqa: F401 - a missing library is a clear error here, not deep in a load
         except ImportError as exc:
             raise EngineUnavailableError(
                 f"the transformers engine needs torch and transformers ({exc}). "
@@ -118,95 +145,134 @@ class TransformersEngine:
             ) from exc
         if hardware.threads:
             torch.set_num_threads(hardware.threads)
-        self.pair = pair
         self._device = hardware.device
-        dtype = getattr(torch, pair.dtype or hardware.dtype)
-        target = resolve(pair.target, self._base_dir)
-        self.resolved["target"] = target
-        self._tokenizer = AutoTokenizer.from_pretrained(target.folder)
-        model: Any = AutoModelForCausalLM.from_pretrained(target.folder, dtype=dtype)
-        self._model = model.to(self._device).eval()
-        self._configure_speculation(pair, dtype, AutoModelForCausalLM)
-        self._steps.instrument(self._model)
+        for arm in arms:
+            self._arms[arm.name] = self._setup(arm)
 
-    def _configure_speculation(self, pair: PairConfig, dtype: Any, auto_model: Any) -> None:
-        spec = pair.speculation
+    def _target(self, reference: str, dtype: str) -> tuple[Any, Any, ResolvedModel]:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        resolved = resolve(reference, self._base_dir)
+        folder = str(resolved.folder)
+        if folder not in self._tokenizers:
+            self._tokenizers[folder] = AutoTokenizer.from_pretrained(folder)
+        if (folder, dtype) not in self._targets:
+            model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
+            model = model.to(self._device).eval()
+            self._steps.instrument(model)
+            self._targets[(folder, dtype)] = model
+        return self._targets[(folder, dtype)], self._tokenizers[folder], resolved
+
+    def _setup(self, arm: Arm) -> _Setup:
+        model, tokenizer, target = self._target(arm.target, arm.dtype)
+        setup = _Setup(arm, model, tokenizer, str(target.folder), models={"target": target})
+        spec = arm.speculation
+        if spec is None:
+            return setup
         if spec.method == "prompt_lookup":
-            self._spec_kwargs = {"prompt_lookup_num_tokens": spec.num_tokens, "max_matching_ngram_size": spec.max_ngram}
-            self.cost_ratio = 0.0
-            return
+            setup.kwargs = {"prompt_lookup_num_tokens": spec.num_tokens, "max_matching_ngram_size": spec.max_ngram}
+            setup.cost_ratio = 0.0
+            return setup
         if spec.method != "draft_model" or spec.draft is None:
             raise EngineUnavailableError(
-                f"pair {pair.name!r}: speculation method {spec.method!r} is not supported by the transformers engine "
-                "(it supports prompt_lookup and draft_model). Use --engine=vllm for EAGLE/MTP."
+                f"arm {arm.name!r} of pair {arm.pair!r}: speculation method {spec.method!r} is not supported by the "
+                "transformers engine (it supports prompt_lookup and draft_model). Use --engine=vllm for EAGLE/MTP."
             )
-        draft_ref = resolve(spec.draft, self._base_dir)
-        self.resolved["draft"] = draft_ref
-        extra = {} if spec.draft_layers is None else {"num_hidden_layers": spec.draft_layers}
-        draft = auto_model.from_pretrained(draft_ref.folder, dtype=dtype, **extra).to(self._device).eval()
-        if draft_ref.folder == self.resolved["target"].folder:
-            # A truncated copy of the target shares its embeddings and head instead of holding a second copy.
-            draft.set_input_embeddings(self._model.get_input_embeddings())
-            draft.lm_head = self._model.lm_head
-        config = draft.generation_config
-        config.num_assistant_tokens = spec.num_tokens
-        config.num_assistant_tokens_schedule = "constant"
-        config.assistant_confidence_threshold = 0.0
-        self._draft = draft
-        self._spec_kwargs = {"assistant_model": draft}
-        self.cost_ratio = self._measure_cost_ratio()
+        draft, resolved, cost = self._draft(arm, model, target, tokenizer)
+        setup.kwargs = {"assistant_model": draft}
+        setup.models["draft"] = resolved
+        setup.cost_ratio = cost
+        return setup
 
-    def _encode(self, prompt: Prompt) -> Any:
-        cached = self._inputs.get(prompt.id)
+    def _draft(
+        self, arm: Arm, target_model: Any, target: ResolvedModel, tokenizer: Any
+    ) -> tuple[Any, ResolvedModel, float]:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        spec = arm.speculation
+        assert spec is not None and spec.draft is not None
+        resolved = resolve(spec.draft, self._base_dir)
+        key = (str(resolved.folder), spec.draft_layers, arm.dtype, str(target.folder))
+        cached = self._drafts.get(key)
+        if cached is None:
+            extra = {} if spec.draft_layers is None else {"num_hidden_layers": spec.draft_layers}
+            dtype = getattr(torch, arm.dtype)
+            loaded: Any = AutoModelForCausalLM.from_pretrained(resolved.folder, dtype=dtype, **extra)
+            draft = loaded.to(self._device).eval()
+            if resolved.folder == target.folder:
+                # A truncated copy of the target shares its embeddings and head instead of holding a second copy.
+                draft.set_input_embeddings(target_model.get_input_embeddings())
+                draft.lm_head = target_model.lm_head
+            config = draft.generation_config
+            config.num_assistant_tokens = spec.num_tokens
+            config.num_assistant_tokens_schedule = "constant"
+            config.assistant_confidence_threshold = 0.0
+            cached = (draft, resolved, _measure_cost_ratio(draft, target_model, tokenizer, self._device))
+            self._drafts[key] = cached
+        return cached
+
+    def _arm(self, name: str) -> _Setup:
+        setup = self._arms.get(name)
+        if setup is None:
+            if not self._arms:
+                raise MeasurementError("engine used before load()")
+            raise MeasurementError(f"unknown arm {name!r}; the transformers engine has {', '.join(self._arms)}")
+        return setup
+
+    def _encode(self, setup: _Setup, prompt: Prompt) -> Any:
+        key = (setup.tokenizer_key, prompt.id)
+        cached = self._inputs.get(key)
         if cached is not None and cached[0] == prompt:
             return cached[1]
+        tokenizer = setup.tokenizer
         messages = [] if prompt.system is None else [{"role": "system", "content": prompt.system}]
         messages.append({"role": "user", "content": prompt.text})
-        if getattr(self._tokenizer, "chat_template", None):
-            encoded = self._tokenizer.apply_chat_template(
+        if getattr(tokenizer, "chat_template", None):
+            encoded = tokenizer.apply_chat_template(
                 messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
             )
             ids = encoded["input_ids"]
         else:
-            ids = self._tokenizer(prompt.text, return_tensors="pt")["input_ids"]
+            ids = tokenizer(prompt.text, return_tensors="pt")["input_ids"]
         ids = ids.to(self._device)
-        self._inputs[prompt.id] = (prompt, ids)
+        self._inputs[key] = (prompt, ids)
         return ids
 
-    def _generate(self, ids: Any, max_new_tokens: int, arm: str, clock: _ChunkClock | None) -> Any:
+    def _generate(self, setup: _Setup, ids: Any, max_new_tokens: int, clock: _ChunkClock | None) -> Any:
         import torch
 
+        tokenizer = setup.tokenizer
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new_tokens,
             "do_sample": False,
             "temperature": None,
             "top_p": None,
             "top_k": None,
-            "pad_token_id": self._tokenizer.pad_token_id or self._tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
             "attention_mask": torch.ones_like(ids),
+            **setup.kwargs,
         }
-        if arm == "spec":
-            kwargs.update(self._spec_kwargs)
         with torch.inference_mode():
-            return self._model.generate(ids, streamer=clock, **kwargs)
+            return setup.model.generate(ids, streamer=clock, **kwargs)
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
-        if arm not in ARMS:
-            raise MeasurementError(f"unknown arm {arm!r}; the transformers engine has {', '.join(ARMS)}")
-        if self._model is None:
-            raise MeasurementError("engine used before load()")
+        setup = self._arm(arm)
         started = time.perf_counter()
-        traces = tuple(self._run_one(prompt, arm, repetition) for prompt in prompts)
+        traces = tuple(self._run_one(setup, prompt, repetition) for prompt in prompts)
         return ArmRun(arm=arm, traces=traces, wall_s=time.perf_counter() - started)
 
-    def _run_one(self, prompt: Prompt, arm: str, repetition: int) -> RequestTrace:
-        ids = self._encode(prompt)
-        clock = _ChunkClock()
+    def _run_one(self, setup: _Setup, prompt: Prompt, repetition: int) -> RequestTrace:
+        arm = setup.arm.name
+        ids = self._encode(setup, prompt)
         self._steps.reset()
         submit = time.perf_counter()
+        clock = _ChunkClock(submit, setup.arm.slowdown)
         try:
-            output = self._generate(ids, prompt.max_new_tokens, arm, clock)
+            output = self._generate(setup, ids, prompt.max_new_tokens, clock)
         except Exception as exc:
+            done = time.perf_counter()
             return RequestTrace(
                 prompt.id,
                 arm,
@@ -217,12 +283,12 @@ class TransformersEngine:
                 (),
                 "",
                 int(ids.shape[1]),
-                done_s=time.perf_counter(),
+                done_s=done,
                 error=f"{type(exc).__name__}: {exc}",
             )
         done = time.perf_counter()
         new_ids = tuple(int(t) for t in output[0, ids.shape[1] :].tolist())
-        eos = self._tokenizer.eos_token_id
+        eos = setup.tokenizer.eos_token_id
         return RequestTrace(
             prompt_id=prompt.id,
             arm=arm,
@@ -231,7 +297,7 @@ class TransformersEngine:
             chunk_times_s=tuple(clock.times),
             chunk_tokens=tuple(clock.sizes),
             output_ids=new_ids,
-            output_text=self._tokenizer.decode(new_ids, skip_special_tokens=True),
+            output_text=setup.tokenizer.decode(new_ids, skip_special_tokens=True),
             prompt_tokens=int(ids.shape[1]),
             drafted=tuple(self._steps.drafted),
             accepted=tuple(self._steps.accepted),
@@ -251,62 +317,50 @@ class TransformersEngine:
     ) -> list[tuple[int, ...]]:
         """Seeded sampled outputs of one prompt in one arm, for the distribution-level losslessness test.
 
-        The reference arm samples all seeds in one batch; assisted generation takes batch size 1, so the speculative
-        arm samples seed by seed. Each output is the generated token ids.
+        A plain arm samples all seeds in one batch; assisted generation takes batch size 1, so a speculative arm
+        samples seed by seed. Each output is the generated token ids.
         """
         import torch
 
-        ids = self._encode(prompt)
+        setup = self._arm(arm)
+        ids = self._encode(setup, prompt)
         kwargs: dict[str, Any] = {
             "max_new_tokens": max_new_tokens,
             "do_sample": True,
             "temperature": temperature,
             "top_p": top_p,
             "top_k": 0,
-            "pad_token_id": self._tokenizer.pad_token_id or self._tokenizer.eos_token_id,
+            "pad_token_id": setup.tokenizer.pad_token_id or setup.tokenizer.eos_token_id,
         }
         outputs: list[tuple[int, ...]] = []
         with torch.inference_mode():
-            if arm != "spec":
+            if not setup.kwargs:
                 torch.manual_seed(seeds[0])
                 batch = ids.repeat(len(seeds), 1)
-                out = self._model.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
+                out = setup.model.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
                 return [tuple(int(t) for t in row[ids.shape[1] :].tolist()) for row in out]
             for seed in seeds:
                 torch.manual_seed(seed)
-                out = self._model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs, **self._spec_kwargs)
+                out = setup.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs, **setup.kwargs)
                 outputs.append(tuple(int(t) for t in out[0, ids.shape[1] :].tolist()))
         return outputs
 
-    def logit_margin(self, prompt: Prompt, prefix: tuple[int, ...], token_a: int, token_b: int) -> float:
-        """Target logit of `token_a` minus that of `token_b` after the prompt and `prefix` (explains divergences)."""
+    def logit_margin(self, arm: str, prompt: Prompt, prefix: tuple[int, ...], token_a: int, token_b: int) -> float:
+        """The arm's target logit of `token_a` minus that of `token_b` after the prompt and `prefix`."""
         import torch
 
-        ids = torch.cat([self._encode(prompt), torch.tensor([prefix], dtype=torch.long, device=self._device)], dim=1)
+        setup = self._arm(arm)
+        tail = torch.tensor([prefix], dtype=torch.long, device=self._device)
+        ids = torch.cat([self._encode(setup, prompt), tail], dim=1)
         with torch.inference_mode():
-            logits = self._model(ids).logits[0, -1].float()
+            logits = setup.model(ids).logits[0, -1].float()
         return float(logits[token_a] - logits[token_b])
 
-    def _measure_cost_ratio(self, tokens: int = 16) -> float:
-        """c = draft step cost / target step cost, from plain greedy decoding of each model alone."""
-        import torch
+    def models(self, arm: str) -> Mapping[str, ResolvedModel]:
+        return dict(self._arm(arm).models)
 
-        ids = self._tokenizer("The quick brown fox jumps over the lazy dog.", return_tensors="pt")["input_ids"]
-        ids = ids.to(self._device)
-        costs = []
-        for model in (self._draft, self._model):
-            with torch.inference_mode():
-                model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=self._tokenizer.eos_token_id)
-                start = time.perf_counter()
-                model.generate(
-                    ids,
-                    max_new_tokens=tokens,
-                    min_new_tokens=tokens,
-                    do_sample=False,
-                    pad_token_id=self._tokenizer.eos_token_id,
-                )
-                costs.append(time.perf_counter() - start)
-        return costs[0] / costs[1]
+    def cost_ratio(self, arm: str) -> float | None:
+        return self._arm(arm).cost_ratio
 
     def versions(self) -> Mapping[str, str]:
         import torch
@@ -315,6 +369,24 @@ class TransformersEngine:
         return {"engine": "transformers", "transformers": transformers.__version__, "torch": torch.__version__}
 
     def close(self) -> None:
-        self._model = None
-        self._draft = None
+        self._arms.clear()
+        self._targets.clear()
+        self._drafts.clear()
         self._inputs.clear()
+
+
+def _measure_cost_ratio(draft: Any, target: Any, tokenizer: Any, device: str, tokens: int = 16) -> float:
+    """c = draft step cost / target step cost, from plain greedy decoding of each model alone."""
+    import torch
+
+    ids = tokenizer("The quick brown fox jumps over the lazy dog.", return_tensors="pt")["input_ids"].to(device)
+    costs = []
+    for model in (draft, target):
+        with torch.inference_mode():
+            model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+            start = time.perf_counter()
+            model.generate(
+                ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id
+            )
+            costs.append(time.perf_counter() - start)
+    return costs[0] / costs[1]

@@ -53,12 +53,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from specgate.config import HardwareProfile, PairConfig, Speculation
+from specgate.config import HardwareProfile, Speculation
 from specgate.engines.base import ArmRun, Prompt, RequestTrace, SpecCounters
+from specgate.engines.counters import counters_delta
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.models import ResolvedModel, resolve, truncated_copy
+from specgate.plan import Arm
 
-ARMS = ("ar", "spec")
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens"
@@ -94,25 +95,6 @@ def read_spec_counters(metrics: Iterable[Any]) -> SpecCounters | None:
     if not seen:
         return None
     return SpecCounters(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED_TOKENS], tuple(per_position))
-
-
-def counters_delta(before: SpecCounters | None, after: SpecCounters | None) -> SpecCounters | None:
-    """What happened between two readings of cumulative counters (None when the engine has none)."""
-    if after is None:
-        return None
-    if before is None:
-        return after
-    positions = itertools.zip_longest(before.accepted_per_position, after.accepted_per_position, fillvalue=0)
-    delta = SpecCounters(
-        num_drafts=after.num_drafts - before.num_drafts,
-        num_draft_tokens=after.num_draft_tokens - before.num_draft_tokens,
-        num_accepted_tokens=after.num_accepted_tokens - before.num_accepted_tokens,
-        accepted_per_position=tuple(b - a for a, b in positions),
-    )
-    counts = (delta.num_drafts, delta.num_draft_tokens, delta.num_accepted_tokens, *delta.accepted_per_position)
-    if min(counts) < 0:
-        raise MeasurementError(f"vLLM's spec-decode counters went backwards ({before} → {after}); engine restarted?")
-    return delta
 
 
 def speculative_config(spec: Speculation, draft_folder: Path | None) -> dict[str, Any]:
@@ -214,8 +196,19 @@ class _Stream:
         )
 
 
+@dataclasses.dataclass(slots=True)
+class _Setup:
+    """What one arm runs: its target (and draft), dtype, speculative config and tokenizer."""
+
+    arm: Arm
+    target: ResolvedModel
+    draft: ResolvedModel | None
+    spec_config: dict[str, Any]
+    cost_ratio: float | None
+
+
 class VllmEngine:
-    """Runs a pair with vLLM's offline engine, one `LLM` per arm, one alive at a time (see the module docstring).
+    """Runs arms with vLLM's offline engine, one `LLM` per arm, one alive at a time (see the module docstring).
 
     Keyword arguments are for scripts: `max_num_seqs` caps the batch (default: vLLM's), `kv_cache_bytes` sizes the
     KV cache (default on CPU: 1 GiB, or `VLLM_CPU_KVCACHE_SPACE` when set; on GPU: vLLM's memory fraction),
@@ -238,44 +231,40 @@ class VllmEngine:
         self._kv_cache_bytes = kv_cache_bytes
         self._llm_args = dict(llm_args or {})
         self._backend = "cpu"
-        self._dtype = "float32"
-        self._tokenizer: Any = None
-        self._spec_config: dict[str, Any] = {}
+        self._tokenizers: dict[str, Any] = {}
+        self._arms: dict[str, _Setup] = {}
         self._llm: Any = None
         self._llm_arm: str | None = None
         self._max_model_len = MIN_MODEL_LEN
         self._context_length: int | None = None
         self._request_ids = itertools.count()
-        self._inputs: dict[str, tuple[Prompt, list[int]]] = {}
-        self.resolved: dict[str, ResolvedModel] = {}
-        self.cost_ratio: float | None = None
-        self.pair: PairConfig | None = None
+        self._inputs: dict[tuple[str, str], tuple[Prompt, list[int]]] = {}
 
-    @property
-    def arms(self) -> Sequence[str]:
-        return ARMS
-
-    def load(self, pair: PairConfig, hardware: HardwareProfile) -> None:
-        """Check vLLM and the device, resolve the models and build both arms' settings; no `LLM` starts yet."""
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
+        """Check vLLM and the device, resolve every arm's models and settings; no `LLM` starts yet."""
         from specgate.hardware.backends import get_backend
 
         _import_vllm()
         get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
         from transformers import AutoTokenizer
 
-        self.pair = pair
         self._backend = hardware.backend
-        self._dtype = pair.dtype or hardware.dtype
-        target = resolve(pair.target, self._base_dir)
-        self.resolved["target"] = target
-        self._context_length = _context_length(target.folder)
-        self._tokenizer = AutoTokenizer.from_pretrained(target.folder)
-        draft = self._resolve_draft(pair.speculation, target)
-        self._spec_config = speculative_config(pair.speculation, None if draft is None else draft.folder)
-        if pair.speculation.method == "prompt_lookup":
-            self.cost_ratio = 0.0
-        elif draft is not None:
-            self.cost_ratio = _weight_bytes(draft.folder) / max(_weight_bytes(target.folder), 1)
+        for arm in arms:
+            target = resolve(arm.target, self._base_dir)
+            folder = str(target.folder)
+            if folder not in self._tokenizers:
+                self._tokenizers[folder] = AutoTokenizer.from_pretrained(folder)
+            lengths = [n for n in (self._context_length, _context_length(target.folder)) if n is not None]
+            self._context_length = min(lengths) if lengths else None
+            draft = None if arm.speculation is None else self._resolve_draft(arm.speculation, target)
+            folder_of_draft = None if draft is None else draft.folder
+            spec_config = {} if arm.speculation is None else speculative_config(arm.speculation, folder_of_draft)
+            cost: float | None = None
+            if arm.speculation is not None and arm.speculation.method == "prompt_lookup":
+                cost = 0.0
+            elif draft is not None:
+                cost = _weight_bytes(draft.folder) / max(_weight_bytes(target.folder), 1)
+            self._arms[arm.name] = _Setup(arm, target, draft, spec_config, cost)
 
     def _resolve_draft(self, spec: Speculation, target: ResolvedModel) -> ResolvedModel | None:
         if spec.method == "prompt_lookup" or spec.draft is None:
@@ -283,21 +272,30 @@ class VllmEngine:
         source = resolve(spec.draft, self._base_dir)
         if spec.draft_layers is not None:
             folder = truncated_copy(source, spec.draft_layers)
-            draft = ResolvedModel(f"{spec.draft} (first {spec.draft_layers} layers)", folder, source.sha256)
-        elif spec.method == "mtp" and source.folder == target.folder:
+            return ResolvedModel(f"{spec.draft} (first {spec.draft_layers} layers)", folder, source.sha256)
+        if spec.method == "mtp" and source.folder == target.folder:
             return None
-        else:
-            draft = source
-        self.resolved["draft"] = draft
-        return draft
+        return source
+
+    def _setup(self, arm: str) -> _Setup:
+        setup = self._arms.get(arm)
+        if setup is None:
+            if not self._arms:
+                raise MeasurementError("engine used before load()")
+            raise MeasurementError(f"unknown arm {arm!r}; the vllm engine has {', '.join(self._arms)}")
+        return setup
+
+    def models(self, arm: str) -> Mapping[str, ResolvedModel]:
+        setup = self._setup(arm)
+        return {"target": setup.target, **({} if setup.draft is None else {"draft": setup.draft})}
+
+    def cost_ratio(self, arm: str) -> float | None:
+        return self._setup(arm).cost_ratio
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
         """Run all prompts as one batch in `arm`; counters are the differences around the timed requests."""
-        if arm not in ARMS:
-            raise MeasurementError(f"unknown arm {arm!r}; the vllm engine has {', '.join(ARMS)}")
-        if self.pair is None:
-            raise MeasurementError("engine used before load()")
-        encoded = [self._encode(prompt) for prompt in prompts]
+        setup = self._setup(arm)
+        encoded = [self._encode(setup, prompt) for prompt in prompts]
         needed = max((len(ids) + p.max_new_tokens for p, ids in zip(prompts, encoded, strict=True)), default=0)
         with _third_party_warnings_ignored():
             llm = self._ensure_llm(arm, needed, prompts, encoded)
@@ -333,10 +331,10 @@ class VllmEngine:
 
     def llm_arguments(self, arm: str) -> dict[str, Any]:
         """The keyword arguments of the arm's `vllm.LLM`."""
-        target = self.resolved["target"]
+        setup = self._setup(arm)
         args: dict[str, Any] = {
-            "model": str(target.folder),
-            "dtype": self._dtype,
+            "model": str(setup.target.folder),
+            "dtype": setup.arm.dtype,
             "seed": 0,
             "enforce_eager": True,
             "disable_log_stats": False,
@@ -350,26 +348,28 @@ class VllmEngine:
             kv_bytes = CPU_KV_CACHE_BYTES
         if kv_bytes is not None:
             args["kv_cache_memory_bytes"] = kv_bytes
-        if arm == "spec":
-            args["speculative_config"] = dict(self._spec_config)
+        if setup.spec_config:
+            args["speculative_config"] = dict(setup.spec_config)
             if _engine_accepts("per_request_spec_decode_metrics"):
                 args["per_request_spec_decode_metrics"] = "detailed"
         args.update(self._llm_args)
         return args
 
-    def _encode(self, prompt: Prompt) -> list[int]:
+    def _encode(self, setup: _Setup, prompt: Prompt) -> list[int]:
         """The prompt's token ids, with the chat template applied exactly as the transformers engine does."""
-        cached = self._inputs.get(prompt.id)
+        key = (str(setup.target.folder), prompt.id)
+        cached = self._inputs.get(key)
         if cached is not None and cached[0] == prompt:
             return cached[1]
+        tokenizer = self._tokenizers[key[0]]
         messages = [] if prompt.system is None else [{"role": "system", "content": prompt.system}]
         messages.append({"role": "user", "content": prompt.text})
-        if getattr(self._tokenizer, "chat_template", None):
-            encoded = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
+        if getattr(tokenizer, "chat_template", None):
+            encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)
             ids = [int(t) for t in encoded["input_ids"]]
         else:
-            ids = [int(t) for t in self._tokenizer(prompt.text)["input_ids"]]
-        self._inputs[prompt.id] = (prompt, ids)
+            ids = [int(t) for t in tokenizer(prompt.text)["input_ids"]]
+        self._inputs[key] = (prompt, ids)
         return ids
 
     def _stream(
@@ -380,6 +380,7 @@ class VllmEngine:
         from vllm.sampling_params import RequestOutputKind
 
         engine = llm.llm_engine
+        slowdown = self._setup(arm).arm.slowdown
         streams: dict[str, _Stream] = {}
         inputs = _render(llm, encoded)
         for prompt, ids, engine_input in zip(prompts, encoded, inputs, strict=True):
@@ -396,8 +397,12 @@ class VllmEngine:
             streams[request_id] = stream
         try:
             while engine.has_unfinished_requests():
+                stepped = time.perf_counter()
                 outputs = engine.step()
                 now = time.perf_counter()
+                if slowdown:  # the --inject-slowdown self-test: this arm's every step takes (1 + slowdown) as long
+                    time.sleep((now - stepped) * slowdown)
+                    now = time.perf_counter()
                 for output in outputs:
                     streams[output.request_id].receive(output, now)
         except Exception as exc:  # the engine died: unfinished requests fail with it

@@ -71,7 +71,7 @@ def _import_torch(who: str) -> ModuleType:
     return torch
 
 
-def _device_index(device: str) -> int:
+def device_index(device: str) -> int:
     _, _, index = device.partition(":")
     return int(index) if index else 0
 
@@ -137,7 +137,7 @@ class CudaBackend:
 
     def __init__(self, device: str = "cuda:0", *, profile: str | None = None) -> None:
         self._device = device
-        self._index = _device_index(device)
+        self._index = device_index(device)
         self._profile = profile
 
     def check_available(self) -> None:
@@ -190,7 +190,7 @@ class NpuBackend:
 
     def __init__(self, device: str = "npu:0", *, profile: str | None = None) -> None:
         self._device = device
-        self._index = _device_index(device)
+        self._index = device_index(device)
         self._profile = profile
 
     def _torch_npu(self) -> ModuleType:

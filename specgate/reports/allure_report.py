@@ -25,8 +25,9 @@ from typing import Any, cast
 import pytest
 
 from specgate import __version__
+from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check
 from specgate.evaluation import Evaluation
-from specgate.gate import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check
+from specgate.items import item_target
 from specgate.reports.provenance import commit_info
 from specgate.run import GateRun
 
@@ -36,7 +37,7 @@ CATEGORY_NAMES = {
     DRIFT: "Drift: output differs from the reference",
     INFRASTRUCTURE: "Infrastructure error",
 }
-# Message shapes of specgate's checks (gate.py, evaluation.py, regression.py), for results of other runs that
+# Message shapes of specgate's checks (`specgate.checks`), for results of other runs that
 # share the results folder; this run's own failure messages are matched exactly as well.
 KNOWN_SHAPES = {
     SLA: (
@@ -115,7 +116,8 @@ def environment(run: GateRun) -> dict[str, str]:
         pair = evaluation.where[0]
         values[f"engine.{pair}"] = evaluation.measurement.engine
         values.update({f"version.{name}": v for name, v in evaluation.measurement.versions.items()})
-        values.update({f"model.{pair}.{role}": sha for role, sha in evaluation.measurement.models.items()})
+        for arm, models in evaluation.measurement.models.items():
+            values.update({f"model.{pair}.{arm}.{role}": sha for role, sha in models.items()})
     return values
 
 
@@ -155,16 +157,19 @@ def check_step(check: Check) -> None:
         step(_rounded(check.observed), _rounded(check.limit), _rounded(check.baseline), check.unit, check.n, ci)
 
 
-def attach_evaluation(evaluation: Evaluation, hardware: str) -> None:
+def attach_evaluation(evaluation: Evaluation, run: GateRun) -> None:
     """Attach the metrics table, the plots and the drift excerpt of one pair × workload to the current item."""
     import allure
 
+    from specgate.reports.document import evaluation_record
     from specgate.reports.plots import drift_html, evaluation_plots
     from specgate.reports.tables import metrics_html
 
     kind = allure.attachment_type
-    allure.attach(metrics_html(evaluation, hardware), name="Metrics per arm", attachment_type=kind.HTML)
-    for plot in evaluation_plots(evaluation):
+    pair, workload = evaluation.where
+    record = evaluation_record(evaluation)
+    allure.attach(metrics_html(record, run.hardware.name), name="Metrics per arm", attachment_type=kind.HTML)
+    for plot in evaluation_plots(evaluation, run.sla(pair), long=run.workload(workload).long):
         allure.attach(plot.png, name=plot.name, attachment_type=kind.PNG)
     drift = drift_html(evaluation)
     if drift is not None:
@@ -182,25 +187,23 @@ class AllureGate:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         # inside allure-pytest's setup wrapper, before the fixtures: labels hold even when an engine fails
-        callspec = getattr(item, "callspec", None)
-        if callspec is None or not item.get_closest_marker("gate"):
+        target = item_target(item)
+        if target is None or not item.get_closest_marker("gate"):
             return
         import allure
 
         add_label = cast(Callable[[str, str], None], allure.dynamic.label)
         hardware = self.run.hardware.name
-        pair, workload = callspec.params.get("pair"), callspec.params.get("workload")
         labels = [
             ("epic", hardware),
             ("parentSuite", hardware),
-            ("feature", pair),
-            ("suite", pair),
-            ("story", workload),
-            ("subSuite", workload),
+            ("feature", target.pair),
+            ("suite", target.pair),
+            ("story", target.workload),
+            ("subSuite", target.workload),
         ]
         for name, value in labels:
-            if value is not None:
-                add_label(name, str(value))
+            add_label(name, value)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -217,16 +220,14 @@ class AllureGate:
         # there, once per pair × workload
         result = yield
         if fixturedef.argname == "evaluation" and isinstance(result, Evaluation):
-            self._safely(
-                f"Allure attachments for {'/'.join(result.where)}", attach_evaluation, result, self.run.hardware.name
-            )
+            self._safely(f"Allure attachments for {'/'.join(result.where)}", attach_evaluation, result, self.run)
         return result
 
     def pytest_sessionfinish(self) -> None:
         self._safely("Allure environment and categories", self.write_files)
 
     def write_files(self) -> None:
-        from specgate.reports.verdict import write_atomic
+        from specgate.store.atomic import write_atomic
 
         write_atomic(self.results_dir / "environment.properties", environment_properties(environment(self.run)))
         text = json.dumps(categories(self.run.checks), indent=2, ensure_ascii=False)

@@ -16,15 +16,12 @@ import dataclasses
 import json
 import statistics
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
-from specgate.evaluation import Evaluation
-from specgate.reports.plots import per_request
-from specgate.reports.provenance import commit_info, machine_info
-from specgate.reports.verdict import write_atomic
-from specgate.run import GateRun
+from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
+from specgate.store.atomic import write_atomic
 
 # The pytest-benchmark release whose format this file follows when pytest-benchmark is not installed.
 FORMAT_VERSION = "5.1.0"
@@ -77,14 +74,13 @@ def benchmark_stats(samples: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def _extra_info(evaluation: Evaluation, arm: str, hardware: str) -> dict[str, Any]:
-    summary = evaluation.summaries[arm]
-    reference = evaluation.measurement.reference
+def _extra_info(record: EvaluationRecord, arm: ArmRecord, hardware: str) -> dict[str, Any]:
+    summary = arm.summary
     info: dict[str, Any] = {
         "hardware": hardware,
-        "speculative": "off" if arm == reference else "on",
-        "reference_arm": reference,
-        "engine": evaluation.measurement.engine,
+        "speculative": "on" if arm.speculative else "off",
+        "reference_arm": record.plain,
+        "engine": record.engine,
         "output_tokens": summary.output_tokens,
         "n_failed": summary.n_failed,
         "system_tokens_per_s": summary.system_tokens_per_s,
@@ -95,25 +91,24 @@ def _extra_info(evaluation: Evaluation, arm: str, hardware: str) -> dict[str, An
             info.update({f"{name}_mean": dist.mean, f"{name}_p50": dist.p50, f"{name}_p99": dist.p99})
     if summary.acceptance is not None:
         info["acceptance"] = dataclasses.asdict(summary.acceptance)
-    if arm == evaluation.candidate and arm != reference:
-        info["speedup"] = None if evaluation.speedup is None else dataclasses.asdict(evaluation.speedup)
-        info["drift"] = evaluation.losslessness.drift
+    if arm.speculative:
+        info["speedup"] = None if arm.speedup is None else dataclasses.asdict(arm.speedup)
+        info["drift"] = None if arm.drift is None else arm.drift.share
     return info
 
 
-def _benchmark(evaluation: Evaluation, arm: str, hardware: str) -> dict[str, Any] | None:
-    samples = [m.e2el_ms / 1000.0 for m in per_request(evaluation, arm)]
+def _benchmark(record: EvaluationRecord, arm: ArmRecord, hardware: str) -> dict[str, Any] | None:
+    samples = [ms / 1000.0 for ms in arm.e2el_ms]
     if not samples:
         return None
-    pair, workload = evaluation.where
-    param = f"{pair}-{workload}-{arm}"
+    param = f"{record.pair}-{record.workload}-{arm.name}"
     return {
-        "group": f"{hardware} {pair} {workload}",
+        "group": f"{hardware} {record.pair} {record.workload}",
         "name": f"e2el[{param}]",
         "fullname": f"specgate/{hardware}::e2el[{param}]",
-        "params": {"pair": pair, "workload": workload, "arm": arm},
+        "params": {"pair": record.pair, "workload": record.workload, "arm": arm.name},
         "param": param,
-        "extra_info": _extra_info(evaluation, arm, hardware),
+        "extra_info": _extra_info(record, arm, hardware),
         "options": {
             "disable_gc": False,
             "timer": "perf_counter",
@@ -133,23 +128,23 @@ def _format_version() -> str:
         return FORMAT_VERSION
 
 
-def benchmark_document(run: GateRun) -> dict[str, Any]:
+def benchmark_document(document: VerdictDocument) -> dict[str, Any]:
     """The whole `--benchmark-json` document of the run."""
     benchmarks = [
         bench
-        for evaluation in run.evaluations()
-        for arm in evaluation.measurement.arms
-        if (bench := _benchmark(evaluation, arm, run.hardware.name)) is not None
+        for record in document.evaluations
+        for arm in record.arms
+        if (bench := _benchmark(record, arm, document.hardware)) is not None
     ]
     return {
-        "machine_info": {**machine_info(), "specgate_hardware": run.hardware.name},
-        "commit_info": dataclasses.asdict(commit_info(run.project.source.parent)),
+        "machine_info": {**document.machine, "specgate_hardware": document.hardware},
+        "commit_info": dataclasses.asdict(document.commit),
         "benchmarks": benchmarks,
-        "datetime": datetime.now(timezone.utc).isoformat(),
+        "datetime": document.generated_at,
         "version": _format_version(),
     }
 
 
-def write_benchmark(run: GateRun) -> None:
-    """Write `benchmark.json` into the run's output folder."""
-    write_atomic(run.out_dir / "benchmark.json", json.dumps(benchmark_document(run), indent=2) + "\n")
+def write_benchmark(document: VerdictDocument, out_dir: Path) -> None:
+    """Write `benchmark.json` into the output folder."""
+    write_atomic(out_dir / "benchmark.json", json.dumps(benchmark_document(document), indent=2) + "\n")

@@ -12,11 +12,11 @@ import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specgate.context_scaling import context_points
-from specgate.energy import GIB
+from specgate.checks.long_context import context_points
+from specgate.config import SlaLimits
 from specgate.evaluation import Evaluation
-from specgate.longdoc import is_long_workload
-from specgate.metrics import RequestMetrics, request_metrics
+from specgate.hardware.energy import GIB
+from specgate.measure.metrics import RequestMetrics, request_metrics
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -87,12 +87,12 @@ def cdf_plot(evaluation: Evaluation, metric: str, limit_ms: float | None = None)
     return Plot(f"{label} CDF", _png(figure))
 
 
-def acceptance_plot(evaluation: Evaluation) -> Plot | None:
+def acceptance_plot(evaluation: Evaluation, sla: SlaLimits) -> Plot | None:
     """Share of drafts with at least i+1 tokens accepted, per draft position, with the overall α."""
     acceptance = evaluation.released.acceptance
     if acceptance is None or not acceptance.per_position:
         return None
-    figure, axes = _figure(_title(evaluation, f"Acceptance per draft position ({evaluation.candidate})"))
+    figure, axes = _figure(_title(evaluation, f"Acceptance per draft position ({evaluation.plan.released})"))
     positions = list(range(1, len(acceptance.per_position) + 1))
     axes.bar(positions, acceptance.per_position, color=COLORS[1])
     for x, y in zip(positions, acceptance.per_position, strict=True):
@@ -105,7 +105,7 @@ def acceptance_plot(evaluation: Evaluation) -> Plot | None:
             linewidth=1,
             label=f"α = {acceptance.rate:.3f}, τ = {acceptance.mean_length or 0:.2f}",
         )
-    floor = evaluation.sla.min_acceptance_rate
+    floor = sla.min_acceptance_rate
     axes.axhline(floor, color="#c44e52", linestyle=":", linewidth=1, label=f"rollback floor α {floor:.2f}")
     axes.legend(fontsize=8)
     axes.set_xticks(positions)
@@ -115,9 +115,9 @@ def acceptance_plot(evaluation: Evaluation) -> Plot | None:
     return Plot("Acceptance per draft position", _png(figure))
 
 
-def speedup_plot(evaluation: Evaluation) -> Plot | None:
+def speedup_plot(evaluation: Evaluation, sla: SlaLimits) -> Plot | None:
     """Measured speedup with its 95 % CI next to the predicted one, against the must-pay limit."""
-    speedup = evaluation.speedup
+    speedup = evaluation.speedups.get(evaluation.plan.released)
     if speedup is None:
         return None
     figure, axes = _figure(_title(evaluation, f"Speedup {speedup.arm} vs {speedup.reference}"))
@@ -140,15 +140,15 @@ def speedup_plot(evaluation: Evaluation) -> Plot | None:
         )
     axes.bar_label(bars, labels=[f"{v:.2f}×" for v in values], fontsize=9, padding=8)
     axes.axhline(
-        evaluation.sla.min_speedup,
+        sla.min_speedup,
         color="#c44e52",
         linestyle="--",
         linewidth=1,
-        label=f"must pay ≥ {evaluation.sla.min_speedup:.2f}×",
+        label=f"must pay ≥ {sla.min_speedup:.2f}×",
     )
     axes.axhline(1.0, color="grey", linewidth=1, label="no gain (1×)")
     axes.set_ylabel("speedup S (wall time ratio)")
-    axes.set_ylim(0, max([*values, high if high == high else 0.0, evaluation.sla.min_speedup]) * 1.4)
+    axes.set_ylim(0, max([*values, high if high == high else 0.0, sla.min_speedup]) * 1.4)
     axes.legend(fontsize=8, loc="upper left", ncols=3)
     return Plot("Speedup measured vs predicted", _png(figure))
 
@@ -197,25 +197,25 @@ def context_length_plot(evaluation: Evaluation) -> Plot | None:
     return Plot("TTFT and peak memory vs context length", _png(figure))
 
 
-def evaluation_plots(evaluation: Evaluation) -> list[Plot]:
+def evaluation_plots(evaluation: Evaluation, sla: SlaLimits, *, long: bool = False) -> list[Plot]:
     """Every plot that applies to the evaluation, in the order a reviewer reads them."""
     plots = [
-        cdf_plot(evaluation, "ttft_ms", evaluation.sla.p99_ttft_ms),
+        cdf_plot(evaluation, "ttft_ms", sla.p99_ttft_ms),
         cdf_plot(evaluation, "tpot_ms"),
-        acceptance_plot(evaluation),
-        speedup_plot(evaluation),
+        acceptance_plot(evaluation, sla),
+        speedup_plot(evaluation, sla),
         ttft_vs_prompt_plot(evaluation),
-        context_length_plot(evaluation) if is_long_workload(evaluation.where[1]) else None,
+        context_length_plot(evaluation) if long else None,
     ]
     return [p for p in plots if p is not None]
 
 
 def drift_html(evaluation: Evaluation, limit: int = 5, chars: int = 600) -> str | None:
     """The first diverging requests, reference and candidate output side by side; None when nothing differs."""
-    lossless = evaluation.losslessness
-    if not lossless.divergences:
+    lossless = evaluation.losslessness.get(evaluation.plan.released)
+    if lossless is None or not lossless.divergences:
         return None
-    reference, candidate = evaluation.measurement.reference, evaluation.candidate
+    reference, candidate = lossless.against, lossless.arm
     texts = {
         (t.arm, t.prompt_id, t.repetition): t.output_text
         for arm in (reference, candidate)

@@ -15,8 +15,6 @@ import pytest
 
 from specgate.run import GateRun
 
-REPORT_FILES = ("verdict.json", "summary.md", "metrics.prom", "benchmark.json")
-
 
 class ReportsTerminal:
     """Lists the reports of the run at the end of the terminal summary, with the warnings of failed ones."""
@@ -33,7 +31,7 @@ class ReportsTerminal:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.run.gate_items:
             return
-        from specgate.reports import report_warnings
+        from specgate.reports import REPORT_FILES
 
         written = [name for name in REPORT_FILES if (self.run.out_dir / name).is_file()]
         terminalreporter.write_line(f"specgate reports in {self.run.out_dir}: {', '.join(written) or 'none'}")
@@ -41,7 +39,8 @@ class ReportsTerminal:
             terminalreporter.write_line(
                 f"specgate Allure results in {self.alluredir}; HTML report: specgate report --results {self.alluredir}"
             )
-        for warning in [*report_warnings(self.run), *self.warnings]:
+        document = self.run.document
+        for warning in [*(document.report_warnings if document is not None else ()), *self.warnings]:
             terminalreporter.write_line(f"specgate WARNING: {warning}", yellow=True)
 
 

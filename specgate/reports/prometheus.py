@@ -1,7 +1,7 @@
 """`metrics.prom`: the run in Prometheus text format (prometheus-client), for node_exporter's textfile collector.
 
-Series carry the labels `hardware`, `pair`, `workload`, `arm` and `speculative` ("off" for the reference arm,
-"on" for every other arm). Latencies are in seconds, as Prometheus names them; a `stat` label says which summary
+Series carry the labels `hardware`, `pair`, `workload`, `arm` and `speculative` ("off" for plain-decoding arms,
+"on" for speculative ones). Latencies are in seconds, as Prometheus names them; a `stat` label says which summary
 statistic (mean, p50, p90, p99). Checks and the verdict are 1 (passed) or 0 (failed).
 
 Push: when the environment variable `SPECGATE_PUSHGATEWAY` holds a Pushgateway address (`host:port` or a URL),
@@ -11,13 +11,14 @@ A failed push is reported like any failed report; it never changes the verdict.
 
 from __future__ import annotations
 
+import calendar
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specgate.evaluation import Evaluation
-from specgate.metrics import ArmSummary, Distribution
-from specgate.run import GateRun
+from specgate.measure.metrics import ArmSummary, Distribution
+from specgate.reports.document import EvaluationRecord, VerdictDocument
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Gauge
@@ -82,22 +83,19 @@ def _export_arm(gauges: _Gauges, labels: dict[str, str], summary: ArmSummary) ->
             gauges.position.labels(**labels, position=str(index)).set(share)
 
 
-def _export_evaluation(gauges: _Gauges, hardware: str, evaluation: Evaluation) -> None:
-    pair, workload = evaluation.where
-    reference = evaluation.measurement.reference
-    for arm, summary in evaluation.summaries.items():
+def _export_evaluation(gauges: _Gauges, hardware: str, record: EvaluationRecord) -> None:
+    for arm in record.arms:
         labels = {
             "hardware": hardware,
-            "pair": pair,
-            "workload": workload,
-            "arm": arm,
-            "speculative": "off" if arm == reference else "on",
+            "pair": record.pair,
+            "workload": record.workload,
+            "arm": arm.name,
+            "speculative": "on" if arm.speculative else "off",
         }
-        _export_arm(gauges, labels, summary)
-        if arm != evaluation.candidate or arm == reference:
-            continue
-        gauges.drift.labels(**labels).set(evaluation.losslessness.drift)
-        speedup = evaluation.speedup
+        _export_arm(gauges, labels, arm.summary)
+        if arm.drift is not None:
+            gauges.drift.labels(**labels).set(arm.drift.share)
+        speedup = arm.speedup
         if speedup is not None:
             estimates = {
                 "measured": speedup.value,
@@ -110,32 +108,32 @@ def _export_evaluation(gauges: _Gauges, hardware: str, evaluation: Evaluation) -
                     gauges.speedup.labels(**labels, estimate=name).set(value)
 
 
-def build_registry(run: GateRun) -> CollectorRegistry:
+def build_registry(document: VerdictDocument) -> CollectorRegistry:
     """A registry holding every series of the run."""
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry()
     gauges = _Gauges(registry)
-    hardware = run.hardware.name
-    for evaluation in run.evaluations():
-        _export_evaluation(gauges, hardware, evaluation)
-    verdict = run.verdict()
-    for check in verdict.checks:
+    hardware = document.hardware
+    for record in document.evaluations:
+        _export_evaluation(gauges, hardware, record)
+    for check in document.checks:
         gauges.check.labels(
             hardware=hardware, pair=check.pair, workload=check.workload, check=check.name, category=check.category
         ).set(1.0 if check.passed else 0.0)
-    gauges.verdict.labels(hardware=hardware).set(1.0 if verdict.passed else 0.0)
-    gauges.timestamp.labels(hardware=hardware).set(time.time())
+    gauges.verdict.labels(hardware=hardware).set(1.0 if document.passed else 0.0)
+    written = calendar.timegm(time.strptime(document.generated_at, "%Y-%m-%dT%H:%M:%SZ"))
+    gauges.timestamp.labels(hardware=hardware).set(float(written))
     return registry
 
 
-def write_prometheus(run: GateRun) -> None:
+def write_prometheus(document: VerdictDocument, out_dir: Path) -> None:
     """Write `metrics.prom`, and push to the Pushgateway named by `SPECGATE_PUSHGATEWAY` if it is set."""
     from prometheus_client import push_to_gateway, write_to_textfile
 
-    registry = build_registry(run)
-    write_to_textfile(str(run.out_dir / "metrics.prom"), registry)
+    registry = build_registry(document)
+    write_to_textfile(str(out_dir / "metrics.prom"), registry)
     gateway = os.environ.get(PUSHGATEWAY_VARIABLE, "").strip()
     if gateway:
         job = os.environ.get(JOB_VARIABLE, "specgate")
-        push_to_gateway(gateway, job=job, registry=registry, grouping_key={"hardware": run.hardware.name}, timeout=10)
+        push_to_gateway(gateway, job=job, registry=registry, grouping_key={"hardware": document.hardware}, timeout=10)

@@ -8,13 +8,12 @@ end, so the comment stays short on a pass and complete on a block.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from specgate import __version__
-from specgate.gate import Check, Verdict
-from specgate.reports.provenance import commit_info
+from specgate.checks import Check
+from specgate.reports.document import VerdictDocument
 from specgate.reports.tables import KEY_METRIC_HEADERS, key_metrics
-from specgate.reports.verdict import write_atomic
-from specgate.run import GateRun
+from specgate.store.atomic import write_atomic
 
 ICONS = {"PASS": "✅", "BLOCK": "⛔"}
 
@@ -37,18 +36,17 @@ def _failed(checks: tuple[Check, ...]) -> list[str]:
     return ["", "### Failed checks", "", *_table(("check", "pair / workload", "category", "evidence"), rows)]
 
 
-def _metrics(run: GateRun) -> list[str]:
+def _metrics(document: VerdictDocument) -> list[str]:
     rows = []
-    for evaluation in run.evaluations():
-        pair, workload = evaluation.where
-        for arm in evaluation.measurement.arms:
-            rows.append((pair, workload, arm, *key_metrics(evaluation, evaluation.summaries[arm])))
+    for record in document.evaluations:
+        for arm in record.arms:
+            rows.append((record.pair, record.workload, arm.name, *key_metrics(arm)))
     if not rows:
         return ["", "### Key metrics", "", "No measurement completed."]
     return ["", "### Key metrics", "", *_table(("pair", "workload", "arm", *KEY_METRIC_HEADERS), rows)]
 
 
-def _advice(verdict: Verdict) -> list[str]:
+def _advice(verdict: VerdictDocument) -> list[str]:
     lines = ["", "### Recommendation", ""]
     if verdict.recommendations:
         lines.extend(f"- {r}" for r in verdict.recommendations)
@@ -73,24 +71,24 @@ def _all_checks(checks: tuple[Check, ...]) -> list[str]:
     ]
 
 
-def summary_markdown(run: GateRun) -> str:
+def summary_markdown(document: VerdictDocument) -> str:
     """The whole comment as Markdown."""
-    verdict = run.verdict()
-    commit = commit_info(run.project.source.parent).id
+    verdict = document
     lines = [
-        f"## {ICONS.get(verdict.verdict, '')} specgate: **{verdict.verdict}** on `{run.hardware.name}`",
+        f"## {ICONS.get(verdict.verdict, '')} specgate: **{verdict.verdict}** on `{document.hardware}`",
         "",
         f"{len(verdict.failed)} of {len(verdict.checks)} checks failed, {len(verdict.errors)} errors · "
-        f"pairs {', '.join(f'`{p}`' for p in run.pairs)} · workloads {', '.join(f'`{w}`' for w in run.workloads)} · "
-        f"commit `{commit[:12]}` · specgate {__version__}",
+        f"pairs {', '.join(f'`{p}`' for p in document.pairs)} · workloads "
+        f"{', '.join(f'`{w}`' for w in document.workloads)} · commit `{document.commit.id[:12]}` · "
+        f"specgate {document.specgate_version}",
         *_failed(verdict.failed),
     ]
     if verdict.errors:
         lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in verdict.errors)])
-    lines.extend([*_metrics(run), *_advice(verdict), *_all_checks(verdict.checks)])
+    lines.extend([*_metrics(document), *_advice(verdict), *_all_checks(verdict.checks)])
     return "\n".join(lines) + "\n"
 
 
-def write_summary(run: GateRun) -> None:
-    """Write `summary.md` into the run's output folder."""
-    write_atomic(run.out_dir / "summary.md", summary_markdown(run))
+def write_summary(document: VerdictDocument, out_dir: Path) -> None:
+    """Write `summary.md` into the output folder."""
+    write_atomic(out_dir / "summary.md", summary_markdown(document))

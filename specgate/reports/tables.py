@@ -8,8 +8,8 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specgate.evaluation import Evaluation
-from specgate.metrics import ArmSummary, Distribution
+from specgate.measure.metrics import ArmSummary, Distribution
+from specgate.reports.document import ArmRecord, EvaluationRecord
 
 DASH = "–"
 STATS = ("mean", "p50", "p90", "p99")
@@ -58,10 +58,10 @@ def _acceptance_rows(summaries: list[ArmSummary]) -> list[MetricRow]:
     ]
 
 
-def arm_rows(evaluation: Evaluation) -> tuple[tuple[str, ...], list[MetricRow]]:
-    """The arms (reference first) and every summarized metric of each."""
-    arms = tuple(evaluation.measurement.arms)
-    summaries = [evaluation.summaries[arm] for arm in arms]
+def arm_rows(record: EvaluationRecord) -> tuple[tuple[str, ...], list[MetricRow]]:
+    """The arms (plain arm first) and every summarized metric of each."""
+    arms = tuple(a.name for a in record.arms)
+    summaries = [a.summary for a in record.arms]
     rows = [
         MetricRow(
             "requests completed / failed", "", tuple(f"{s.n_requests - s.n_failed} / {s.n_failed}" for s in summaries)
@@ -84,25 +84,24 @@ def arm_rows(evaluation: Evaluation) -> tuple[tuple[str, ...], list[MetricRow]]:
     return arms, rows
 
 
-def speedup_text(evaluation: Evaluation) -> str:
+def speedup_text(arm: ArmRecord) -> str:
     """Measured speedup with its CI and the predicted one, e.g. `1.42× (95% CI 1.38–1.47; predicted 1.61×)`."""
-    s = evaluation.speedup
+    s = arm.speedup
     if s is None:
         return DASH
     predicted = "" if s.predicted is None else f"; predicted {s.predicted:.2f}×"
     return f"{s.value:.2f}× (95% CI {s.ci[0]:.2f}–{s.ci[1]:.2f}{predicted})"
 
 
-def drift_text(evaluation: Evaluation) -> str:
-    """Share of requests whose candidate output differs from the reference output."""
-    lossless = evaluation.losslessness
-    return f"{lossless.drift:.1%} ({lossless.differing}/{lossless.n})"
+def drift_text(arm: ArmRecord) -> str:
+    """Share of requests whose output differs from the plain arm's."""
+    drift = arm.drift
+    return DASH if drift is None else f"{drift.share:.1%} ({drift.differing}/{drift.n})"
 
 
-def key_metrics(evaluation: Evaluation, summary: ArmSummary) -> tuple[str, ...]:
+def key_metrics(arm: ArmRecord) -> tuple[str, ...]:
     """The few numbers per arm a merge-request reviewer needs (see `KEY_METRIC_HEADERS`)."""
-    candidate = summary.arm == evaluation.candidate and summary.arm != evaluation.measurement.reference
-    acceptance = summary.acceptance
+    summary, acceptance = arm.summary, arm.summary.acceptance
     return (
         fmt(_stat(summary.ttft_ms, "p99")),
         fmt(_stat(summary.tpot_ms, "mean"), 1),
@@ -110,8 +109,8 @@ def key_metrics(evaluation: Evaluation, summary: ArmSummary) -> tuple[str, ...]:
         fmt(summary.system_tokens_per_s, 1),
         fmt(acceptance.rate if acceptance else None, 2),
         fmt(acceptance.mean_length if acceptance else None, 2),
-        speedup_text(evaluation) if candidate else "reference",
-        drift_text(evaluation) if candidate else DASH,
+        speedup_text(arm) if arm.speculative else "plain decoding",
+        drift_text(arm),
     )
 
 
@@ -133,10 +132,9 @@ thead th{background:#f0f0f0} caption{font-weight:bold;text-align:left;padding:4p
 </style>"""
 
 
-def metrics_html(evaluation: Evaluation, hardware: str) -> str:
-    """A standalone HTML page: every metric per arm, then speedup and drift."""
-    pair, workload = evaluation.where
-    arms, rows = arm_rows(evaluation)
+def metrics_html(record: EvaluationRecord, hardware: str) -> str:
+    """A standalone HTML page: every metric per arm, then speedup and drift of each speculative arm."""
+    arms, rows = arm_rows(record)
     head = "".join(f"<th>{html.escape(arm)}</th>" for arm in arms)
     body = "".join(
         f"<tr><td>{html.escape(row.label)}{f' ({row.unit})' if row.unit else ''}</td>"
@@ -144,14 +142,17 @@ def metrics_html(evaluation: Evaluation, hardware: str) -> str:
         + "</tr>"
         for row in rows
     )
-    reference, candidate = evaluation.measurement.reference, evaluation.candidate
+    extra = "".join(
+        f"<tr><td>speedup S ({html.escape(a.name)} vs {html.escape(a.drift.against if a.drift else record.plain)})"
+        f"</td><td>{html.escape(speedup_text(a))}</td></tr>"
+        f"<tr><td>drift of {html.escape(a.name)} (outputs differing)</td><td>{html.escape(drift_text(a))}</td></tr>"
+        for a in record.arms
+        if a.speculative
+    )
+    title = f"{html.escape(record.pair)} / {html.escape(record.workload)}"
     return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(pair)} / {html.escape(workload)}"
-        f"</title>{_STYLE}</head><body><table><caption>{html.escape(pair)} / {html.escape(workload)} on "
-        f"{html.escape(hardware)}: metrics per arm (reference arm: {html.escape(reference)})</caption>"
-        f"<thead><tr><th>metric</th>{head}</tr></thead><tbody>{body}</tbody></table>"
-        f"<table><tbody><tr><td>speedup S ({html.escape(candidate)} vs {html.escape(reference)})</td>"
-        f"<td>{html.escape(speedup_text(evaluation))}</td></tr>"
-        f"<tr><td>drift (outputs differing)</td><td>{html.escape(drift_text(evaluation))}</td></tr>"
-        "</tbody></table></body></html>"
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>{_STYLE}</head><body><table>"
+        f"<caption>{title} on {html.escape(hardware)}: metrics per arm (plain decoding: "
+        f"{html.escape(record.plain)})</caption><thead><tr><th>metric</th>{head}</tr></thead><tbody>{body}</tbody>"
+        f"</table><table><tbody>{extra}</tbody></table></body></html>"
     )

@@ -1,35 +1,48 @@
-"""The verdict as the terminal shows it at the end of the session."""
+"""The verdict as the terminal shows it at the end of the session, rendered from the verdict document."""
 
 from __future__ import annotations
 
-from specgate.energy import GIB, percent
-from specgate.evaluation import Evaluation
-from specgate.run import GateRun
+from specgate.hardware.energy import GIB, percent
+from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
 
 
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f}"
 
 
-def evaluation_line(evaluation: Evaluation) -> str:
-    """One line of key numbers for a pair × workload."""
-    pair, workload = evaluation.where
-    ref, cand = evaluation.summaries[evaluation.measurement.reference], evaluation.released
-    parts = [f"{pair} / {workload}:"]
-    if evaluation.speedup is not None:
-        s = evaluation.speedup
+def _arm_numbers(arm: ArmRecord) -> list[str]:
+    parts = []
+    s = arm.speedup
+    if s is not None:
         predicted = "" if s.predicted is None else f", predicted {s.predicted:.2f}×"
         parts.append(f"S {s.value:.2f}× (95% CI {s.ci[0]:.2f}–{s.ci[1]:.2f}{predicted})")
-    acc = cand.acceptance
+    acc = arm.summary.acceptance
     if acc is not None and acc.rate is not None:
         parts.append(f"α {acc.rate:.2f}, τ {acc.mean_length or 0:.2f}")
-    p99 = [None if s.ttft_ms is None else s.ttft_ms.p99 for s in (ref, cand)]
-    parts.append(f"P99 TTFT {ref.arm} {_ms(p99[0])} / {cand.arm} {_ms(p99[1])} ms")
-    rates = [s.decode_tokens_per_s.mean if s.decode_tokens_per_s else None for s in (ref, cand)]
-    parts.append(f"decode {ref.arm} {_ms(rates[0])} / {cand.arm} {_ms(rates[1])} tok/s")
-    lossless = evaluation.losslessness
-    parts.append(f"outputs differ {lossless.differing}/{lossless.n}")
-    return " ".join(parts[:1]) + " " + "; ".join(parts[1:])
+    return parts
+
+
+def evaluation_lines(record: EvaluationRecord) -> list[str]:
+    """Key numbers of a pair × workload: one line, plus one per further speculative arm."""
+    plain, released = record.arm(record.plain), record.arm(record.released)
+    parts = _arm_numbers(released)
+    p99 = [None if a.summary.ttft_ms is None else a.summary.ttft_ms.p99 for a in (plain, released)]
+    parts.append(f"P99 TTFT {plain.name} {_ms(p99[0])} / {released.name} {_ms(p99[1])} ms")
+    rates = [a.summary.decode_tokens_per_s.mean if a.summary.decode_tokens_per_s else None for a in (plain, released)]
+    parts.append(f"decode {plain.name} {_ms(rates[0])} / {released.name} {_ms(rates[1])} tok/s")
+    if released.drift is not None:
+        parts.append(f"outputs differ {released.drift.differing}/{released.drift.n}")
+    lines = [f"{record.pair} / {record.workload}: " + "; ".join(parts)]
+    for arm in record.arms:
+        if arm.name in (record.plain, record.released) or not arm.speculative:
+            continue
+        extra = _arm_numbers(arm)
+        if arm.summary.decode_tokens_per_s is not None:
+            extra.append(f"decode {arm.summary.decode_tokens_per_s.mean:.0f} tok/s")
+        if arm.drift is not None:
+            extra.append(f"outputs differ {arm.drift.differing}/{arm.drift.n}")
+        lines.append(f"  arm {arm.name} ({arm.description}): " + "; ".join(extra))
+    return lines
 
 
 def _per_1k(value: float | None, fmt: str) -> str:
@@ -40,9 +53,9 @@ def _change(value: float | None) -> str:
     return "" if value is None else f", {percent(value)}"
 
 
-def resource_line(evaluation: Evaluation) -> str | None:
+def resource_line(record: EvaluationRecord) -> str | None:
     """Cost, energy, peak memory and roofline of a pair × workload, indented under its key numbers."""
-    energy, roofline = evaluation.energy, evaluation.roofline
+    energy, roofline = record.energy, record.roofline
     parts = []
     if energy is not None:
         ref, cand = energy.arms[energy.reference], energy.arms[energy.candidate]
@@ -62,17 +75,17 @@ def resource_line(evaluation: Evaluation) -> str | None:
     return "  " + "; ".join(parts) if parts else None
 
 
-def verdict_lines(run: GateRun) -> list[str]:
-    verdict = run.verdict()
+def verdict_lines(document: VerdictDocument) -> list[str]:
+    """The terminal summary: verdict, key numbers per pair × workload, failures, errors, recommendations."""
     lines = [
-        f"VERDICT: {verdict.verdict} (hardware {run.hardware.name}; {len(verdict.checks)} checks, "
-        f"{len(verdict.failed)} failed, {len(verdict.errors)} errors)"
+        f"VERDICT: {document.verdict} (hardware {document.hardware}; {len(document.checks)} checks, "
+        f"{len(document.failed)} failed, {len(document.errors)} errors)"
     ]
-    for evaluation in run.evaluations():
-        lines.append(evaluation_line(evaluation))
-        lines.extend(line for line in [resource_line(evaluation)] if line)
-    lines.extend(f"FAILED {c.key}: {c.message}" for c in verdict.failed)
-    lines.extend(f"ERROR {e}" for e in verdict.errors)
-    lines.extend(f"RECOMMENDATION: {r}" for r in verdict.recommendations)
-    lines.append(f"verdict file: {run.out_dir / 'verdict.json'}")
+    for record in document.evaluations:
+        lines.extend(evaluation_lines(record))
+        lines.extend(line for line in [resource_line(record)] if line)
+    lines.extend(f"FAILED {c.key}: {c.message}" for c in document.failed)
+    lines.extend(f"ERROR {e}" for e in document.errors)
+    lines.extend(f"RECOMMENDATION: {r}" for r in document.recommendations)
+    lines.append(f"verdict file: {document.out_dir}/verdict.json")
     return lines

@@ -21,10 +21,8 @@ from typing import Any
 
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun
-from specgate.gate import INFRASTRUCTURE, Check
 from specgate.hardware.economics import kv_cache_bytes_per_token, roofline_decode_tokens_per_s, roofline_fraction
-from specgate.measure import Measurement
-from specgate.metrics import ArmSummary
+from specgate.measure.metrics import ArmSummary
 
 DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 
@@ -39,14 +37,6 @@ class ModelFacts:
     head_dim: int
     max_context_tokens: int | None
     parameters_source: str
-
-
-def model_folder(engine: object) -> Path | None:
-    """The local folder of an engine's target model (`engine.resolved["target"].folder`), or None."""
-    resolved = getattr(engine, "resolved", None)
-    target = resolved.get("target") if isinstance(resolved, Mapping) else None
-    folder = getattr(target, "folder", None)
-    return None if folder is None else Path(folder)
 
 
 def count_safetensors_parameters(folder: Path) -> int | None:
@@ -138,11 +128,13 @@ def summarize_roofline(
     folder: Path | None,
     hardware: HardwareProfile,
     dtype: str,
-    measurement: Measurement,
+    plain: str,
+    runs: Sequence[ArmRun],
     summaries: Mapping[str, ArmSummary],
 ) -> Roofline:
-    """The roofline of the measured pair; "n/a" (bound None, the reason in `note`) when it cannot be known."""
-    base = Roofline(measurement.reference, hardware.memory_bandwidth_gb_s, dtype)
+    """The roofline of a pair's target, placed against the decode rate of every arm; "n/a" (bound None, the reason
+    in `note`) when it cannot be known. `plain` is the plain-decoding arm whose `runs` give the context length."""
+    base = Roofline(plain, hardware.memory_bandwidth_gb_s, dtype)
     if folder is None:
         return _na(base, "the engine has no local model folder to read the model's size from")
     if hardware.memory_bandwidth_gb_s <= 0:
@@ -153,16 +145,16 @@ def summarize_roofline(
         facts = load_model_facts(folder)
     except ValueError as exc:
         return _na(base, str(exc))
-    context = mean_decode_context(measurement.runs[measurement.reference])
+    context = mean_decode_context(runs)
     if context is None:
-        return _na(base, f"no completed request in arm {measurement.reference}")
+        return _na(base, f"no completed request in arm {plain}")
     size = DTYPE_BYTES[dtype]
     weight_bytes = facts.parameters * size
     kv = kv_cache_bytes_per_token(facts.num_layers, facts.num_kv_heads, facts.head_dim, size)
     bound = roofline_decode_tokens_per_s(weight_bytes, kv, round(context), hardware.memory_bandwidth_gb_s)
     measured = {arm: s.decode_tokens_per_s.mean for arm, s in summaries.items() if s.decode_tokens_per_s is not None}
     return Roofline(
-        reference=measurement.reference,
+        reference=plain,
         bandwidth_gb_s=hardware.memory_bandwidth_gb_s,
         dtype=dtype,
         bound_tokens_per_s=bound,
@@ -178,28 +170,3 @@ def summarize_roofline(
 
 def _na(base: Roofline, reason: str) -> Roofline:
     return Roofline(base.reference, base.bandwidth_gb_s, base.dtype, note=f"n/a: {reason}")
-
-
-def check_roofline_reported(where: tuple[str, str], roofline: Roofline | None) -> Check:
-    """The reference arm's decode rate is placed against the memory-bandwidth roofline."""
-    if roofline is None or roofline.fraction is None or roofline.bound_tokens_per_s is None:
-        reason = "no roofline computed" if roofline is None else roofline.note or "no decode rate measured"
-        return Check("roofline_reported", where[0], where[1], INFRASTRUCTURE, False, f"BLOCK: roofline {reason}")
-    others = ", ".join(f"{arm} {f:.1%}" for arm, f in roofline.fractions.items() if arm != roofline.reference)
-    message = (
-        f"decode {roofline.measured_tokens_per_s[roofline.reference]:.1f} tok/s = {roofline.fraction:.1%} of the "
-        f"roofline {roofline.bound_tokens_per_s:.0f} tok/s ({roofline.bandwidth_gb_s:g} GB/s, weights "
-        f"{(roofline.weight_bytes or 0) / 1e6:.0f} MB + KV {roofline.kv_bytes_per_token} B/token × "
-        f"{roofline.mean_context_tokens:.0f} tokens; arm {roofline.reference}{'; ' + others if others else ''})"
-    )
-    return Check(
-        "roofline_reported",
-        where[0],
-        where[1],
-        INFRASTRUCTURE,
-        True,
-        message,
-        observed=roofline.fraction,
-        unit="of roofline",
-        details={"fractions": dict(roofline.fractions), "bound_tokens_per_s": roofline.bound_tokens_per_s},
-    )

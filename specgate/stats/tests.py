@@ -12,7 +12,7 @@ practical ``tolerance``.
 - Percentiles: a one-sided bootstrap test of the difference of the percentiles.
 
 The deciding p-value is the largest of the p-values that must all reject; :func:`holm_adjust` applies Holm's
-step-down procedure to those across a gate run. :func:`sequential_decision` is a group-sequential stopping rule.
+step-down procedure to those across a gate run.
 """
 
 from __future__ import annotations
@@ -20,27 +20,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from specgate.stats.bootstrap import (
+    Interval,
+    bootstrap_cis,
+    bootstrap_stats,
+    interval,
+    mean_rows,
+    percentile_rows,
+    relative_change_rows,
+)
+
 FloatArray = npt.NDArray[np.float64]
 Reducer = Callable[[FloatArray], FloatArray]
-Boundary = Literal["pocock", "obrien-fleming"]
 
 MIN_SAMPLES = 2
 MIN_PAIRED_KEYS = 6
-_BOOT_CHUNK_ELEMENTS = 1 << 22  # bounds the memory of one block of bootstrap resamples (32 MiB of float64)
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """A closed interval; both ends are NaN when it was not computed (``n_boot=0``)."""
-
-    low: float
-    high: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,18 +120,6 @@ class Comparison:
         return "no significant regression"
 
 
-@dataclass(frozen=True, slots=True)
-class SequentialDecision:
-    """The outcome of one look of a group-sequential test, with the boundary it was held to."""
-
-    decision: Literal["regressed", "not regressed", "continue"]
-    look: int
-    looks: int
-    z_worse: float
-    z_boundary: float
-    boundary: Boundary
-
-
 def compare_samples(
     metric: str,
     baseline: Sequence[float],
@@ -169,10 +156,10 @@ def compare_samples(
             effect_size=_cohens_d(c, b),
             decided_by="Welch t-test + Mann-Whitney U" + pairs,
         )
-        cis = _bootstrap_cis((b, c), _mean_rows, n_boot, seed, joint=False)
+        cis = bootstrap_cis((b, c), mean_rows, n_boot, seed, joint=False)
     else:
         evidence = _paired_evidence(*pairs, sign, p_welch, p_mwu)
-        cis = _bootstrap_cis(pairs, _mean_rows, n_boot, seed, joint=True)
+        cis = bootstrap_cis(pairs, mean_rows, n_boot, seed, joint=True)
     return _comparison(metric, (len(b), len(c)), evidence, cis, higher_is_better, alpha, tolerance)
 
 
@@ -207,7 +194,7 @@ def compare_percentile(
         )
     b, c = _as_samples("baseline", metric, baseline), _as_samples("current", metric, current)
     sign = -1.0 if higher_is_better else 1.0
-    boot_b, boot_c = _bootstrap_stats((b, c), _percentile_rows(q), n_boot, seed, joint=False)
+    boot_b, boot_c = bootstrap_stats((b, c), percentile_rows(q), n_boot, seed, joint=False)
     p_value = (1.0 + float(np.count_nonzero(sign * (boot_c - boot_b) <= 0.0))) / (n_boot + 1.0)
     evidence = _Evidence(
         baseline_value=float(np.percentile(b, q)),
@@ -219,30 +206,8 @@ def compare_percentile(
         decided_by=f"bootstrap test of the P{q:g} difference (n_boot={n_boot})",
         statistic=f"p{q:g}",
     )
-    cis = _interval(boot_b, 0.95), _interval(boot_c, 0.95), _interval(_relative_change_rows(boot_c, boot_b), 0.95)
+    cis = interval(boot_b, 0.95), interval(boot_c, 0.95), interval(relative_change_rows(boot_c, boot_b), 0.95)
     return _comparison(metric, (len(b), len(c)), evidence, cis, higher_is_better, alpha, tolerance)
-
-
-def bootstrap_ci(
-    samples: Sequence[float],
-    statistic: Callable[[FloatArray], float],
-    *,
-    confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Interval:
-    """Percentile bootstrap interval of ``statistic`` over ``samples`` (seeded, so reproducible)."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence={confidence!r} must lie strictly between 0 and 1, e.g. 0.95")
-    if n_boot < 1:
-        raise ValueError(f"n_boot={n_boot!r} must be at least 1; 2000 is usual")
-    x = _as_samples("samples", "bootstrap_ci", samples)
-
-    def rows(block: FloatArray) -> FloatArray:
-        return np.fromiter((statistic(row) for row in block), dtype=np.float64, count=len(block))
-
-    (stats,) = _bootstrap_stats((x,), rows, n_boot, seed, joint=False)
-    return _interval(stats, confidence)
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
@@ -266,54 +231,6 @@ def holm_adjust(comparisons: Sequence[Comparison], alpha: float) -> list[Compari
         )
         for c, reject, level in zip(comparisons, rejected, levels, strict=True)
     ]
-
-
-def sequential_boundaries(looks: int, alpha: float, boundary: Boundary = "obrien-fleming") -> tuple[float, ...]:
-    """One-sided critical z-values for looks 1..``looks`` of a group-sequential test at overall level ``alpha``.
-
-    Looks are equally spaced in information (the same number of new samples per look). Pocock's boundary is a
-    constant c; O'Brien-Fleming's is c * sqrt(looks / k) at look k. c solves P(Z_k >= boundary_k for some k) = alpha
-    under no change, where (Z_1..Z_K) is the canonical joint normal with corr(Z_i, Z_j) = sqrt(i / j); the crossing
-    probability is computed by numerical integration (Armitage, McPherson & Rowe 1969; Jennison & Turnbull 2000,
-    ch. 19). For ``looks=5, alpha=0.025``: Pocock c = 2.413, O'Brien-Fleming c = 2.040.
-    """
-    if looks < 1:
-        raise ValueError(f"looks={looks!r} must be at least 1")
-    if not 0.0 < alpha < 0.5:
-        raise ValueError(f"alpha={alpha!r} must lie strictly between 0 and 0.5 for a one-sided test")
-    if boundary not in ("pocock", "obrien-fleming"):
-        raise ValueError(f"boundary={boundary!r} is not known; use 'pocock' or 'obrien-fleming'")
-    return _sequential_boundaries(looks, alpha, boundary)
-
-
-def sequential_decision(
-    z_worse: float,
-    relative_change_worse: float,
-    *,
-    look: int,
-    looks: int,
-    alpha: float = 0.01,
-    tolerance: float = 0.05,
-    boundary: Boundary = "obrien-fleming",
-) -> SequentialDecision:
-    """Decide after ``look`` of ``looks`` equally spaced looks: "regressed", "not regressed" or "continue".
-
-    ``z_worse`` is the standardised statistic of all data so far, positive when worse (e.g. the paired t statistic
-    of the per-key differences; with few degrees of freedom convert it first, z = norm.isf(t.sf(t, df)), since the
-    boundaries are for z); ``relative_change_worse`` is the estimated relative change,
-    positive when worse. The run stops "regressed" when ``z_worse`` reaches :func:`sequential_boundaries` at this look
-    and the change exceeds ``tolerance``; it stops "not regressed" at the last look otherwise. "regressed" needs a
-    boundary crossing, so its probability with no change stays at most ``alpha`` however the looks turn out.
-    """
-    if not 1 <= look <= looks:
-        raise ValueError(f"look={look!r} must lie between 1 and looks={looks!r}")
-    z_boundary = sequential_boundaries(looks, alpha, boundary)[look - 1]
-    decision: Literal["regressed", "not regressed", "continue"] = "continue"
-    if z_worse >= z_boundary and relative_change_worse > tolerance:
-        decision = "regressed"
-    elif look == looks:
-        decision = "not regressed"
-    return SequentialDecision(decision, look, looks, z_worse, z_boundary, boundary)
 
 
 # --- validation and pairing -------------------------------------------------------------------------------------
@@ -522,61 +439,7 @@ def _relative_change(current: float, baseline: float) -> float:
     return (current - baseline) / abs(baseline)
 
 
-# --- bootstrap ----------------------------------------------------------------------------------------------------
-
-
-def _mean_rows(block: FloatArray) -> FloatArray:
-    return np.asarray(block.mean(axis=1), dtype=np.float64)
-
-
-def _percentile_rows(q: float) -> Reducer:
-    def rows(block: FloatArray) -> FloatArray:
-        return np.asarray(np.percentile(block, q, axis=1), dtype=np.float64)
-
-    return rows
-
-
-def _bootstrap_stats(
-    samples: tuple[FloatArray, ...], reducer: Reducer, n_boot: int, seed: int, *, joint: bool
-) -> tuple[FloatArray, ...]:
-    """``n_boot`` resampled statistics per sample; ``joint`` resamples the same indices (paired keys) in all."""
-    rng = np.random.default_rng(seed)
-    n_max = max(len(x) for x in samples)
-    rows_per_block = max(1, _BOOT_CHUNK_ELEMENTS // n_max)
-    blocks: list[list[FloatArray]] = [[] for _ in samples]
-    for start in range(0, n_boot, rows_per_block):
-        rows = min(rows_per_block, n_boot - start)
-        shared = rng.integers(0, len(samples[0]), size=(rows, len(samples[0]))) if joint else None
-        for out, x in zip(blocks, samples, strict=True):
-            index = shared if shared is not None else rng.integers(0, len(x), size=(rows, len(x)))
-            out.append(reducer(x[index]))
-    return tuple(np.concatenate(out) if out else np.empty(0) for out in blocks)
-
-
-def _bootstrap_cis(
-    pair: tuple[FloatArray, FloatArray], reducer: Reducer, n_boot: int, seed: int, *, joint: bool
-) -> tuple[Interval, Interval, Interval]:
-    """95 % CIs of the baseline statistic, the current statistic and the relative change; NaN when n_boot=0."""
-    if n_boot == 0:
-        missing = Interval(math.nan, math.nan)
-        return missing, missing, missing
-    boot_b, boot_c = _bootstrap_stats(pair, reducer, n_boot, seed, joint=joint)
-    return _interval(boot_b, 0.95), _interval(boot_c, 0.95), _interval(_relative_change_rows(boot_c, boot_b), 0.95)
-
-
-def _relative_change_rows(current: FloatArray, baseline: FloatArray) -> FloatArray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = (current - baseline) / np.abs(baseline)
-    return np.where(current == baseline, 0.0, change)
-
-
-def _interval(stats: FloatArray, confidence: float) -> Interval:
-    with np.errstate(invalid="ignore"):  # an infinite relative change would make the interpolation warn
-        low, high = np.quantile(stats, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
-    return Interval(float(low), float(high))
-
-
-# --- Holm and group-sequential boundaries -------------------------------------------------------------------------
+# --- Holm ---------------------------------------------------------------------------------------------------------
 
 
 def _holm_levels(p_values: Sequence[float], alpha: float) -> tuple[list[bool], list[float]]:
@@ -593,50 +456,6 @@ def _holm_levels(p_values: Sequence[float], alpha: float) -> tuple[list[bool], l
         still_rejecting = still_rejecting and p_values[i] <= levels[i]
         rejected[i] = still_rejecting
     return rejected, levels
-
-
-@lru_cache(maxsize=64)
-def _sequential_boundaries(looks: int, alpha: float, boundary: Boundary) -> tuple[float, ...]:
-    from scipy import optimize, stats
-
-    shape = [1.0 if boundary == "pocock" else math.sqrt(looks / k) for k in range(1, looks + 1)]
-    low, high = float(stats.norm.isf(alpha)), float(stats.norm.isf(alpha / looks))
-    if looks == 1:
-        return (low,)
-    c = optimize.brentq(lambda c: _crossing_probability([c * w for w in shape]) - alpha, low, high, xtol=1e-9)
-    return tuple(float(c) * w for w in shape)
-
-
-def _crossing_probability(z_bounds: Sequence[float], points: int = 801) -> float:
-    """P(Z_k >= z_bounds[k-1] for some k) for the canonical process, by Simpson integration of the sub-density.
-
-    S_k = sqrt(k) Z_k is a sum of k independent standard normals; the sub-density of S_k on paths that have not
-    crossed yet is carried from look to look on a grid ending exactly at each boundary.
-    """
-    from scipy.special import ndtr
-
-    grid = np.linspace(-8.0, z_bounds[0], points)
-    density = _normal_pdf(grid)
-    crossed = float(ndtr(-z_bounds[0]))
-    for k, z in enumerate(z_bounds[1:], start=2):
-        mass = density * _simpson_weights(grid)
-        s_bound = z * math.sqrt(k)
-        crossed += float(mass @ ndtr(grid - s_bound))
-        new_grid = np.linspace(-8.0 * math.sqrt(k), s_bound, points)
-        density = _normal_pdf(new_grid[:, None] - grid[None, :]) @ mass
-        grid = new_grid
-    return crossed
-
-
-def _normal_pdf(x: FloatArray) -> FloatArray:
-    return np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-
-
-def _simpson_weights(grid: FloatArray) -> FloatArray:
-    weights = np.ones(len(grid), dtype=np.float64)
-    weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
-    weights *= (grid[1] - grid[0]) / 3.0
-    return weights
 
 
 # --- formatting ---------------------------------------------------------------------------------------------------

@@ -1,75 +1,29 @@
-"""Checks and the verdict.
+"""SLA checks: every gated arm must meet the hardware profile's limits, and speculation must pay.
 
-A `Check` is one promise (an SLA, a regression test, losslessness) judged on one pair × workload, carrying its
-evidence. The verdict is PASS only when at least one check ran and every check and every measurement succeeded;
-anything else — a failed check, an engine error, too few samples, no checks at all — is BLOCK, with the reason.
+`samples` (fail closed on failed or too few requests), `p99_ttft`, `decode_rate`, `speedup` (measured S against
+the minimum, with the predicted S beside it), `acceptance_rate` (the rollback floor), and `recommendations`: the
+rollback advice of the gate policy for the arms that miss it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
+from specgate.checks import INFRASTRUCTURE, SLA, Check
 from specgate.config import SlaLimits
-from specgate.metrics import ArmSummary, Speedup
-
-SLA = "sla"
-REGRESSION = "regression"
-DRIFT = "drift"
-INFRASTRUCTURE = "infrastructure"
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """The outcome of one check, with the numbers that decided it."""
-
-    name: str
-    pair: str
-    workload: str
-    category: str
-    passed: bool
-    message: str
-    observed: float | None = None
-    limit: float | None = None
-    unit: str = ""
-    n: int | None = None
-    ci: tuple[float, float] | None = None
-    baseline: float | None = None
-    details: Mapping[str, object] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"{self.pair}/{self.workload}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """PASS or BLOCK for a whole gate run, with the failed checks, errors and recommendations."""
-
-    verdict: str
-    hardware: str
-    checks: tuple[Check, ...]
-    errors: tuple[str, ...]
-    recommendations: tuple[str, ...]
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict == "PASS"
-
-    @property
-    def failed(self) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if not c.passed)
+from specgate.evaluation import Evaluation
+from specgate.measure.metrics import ArmSummary, Speedup
 
 
 def _ci(ci: tuple[float, float] | None, fmt: str = ".0f", unit: str = "") -> str:
     return "" if ci is None else f", 95% CI {ci[0]:{fmt}}–{ci[1]:{fmt}}{unit}"
 
 
-def _check(name: str, summary_of: tuple[str, str], category: str = SLA, **kwargs: object) -> Check:
-    return Check(name=name, pair=summary_of[0], workload=summary_of[1], category=category, **kwargs)  # type: ignore[arg-type]
+def _check(name: str, where: tuple[str, str], category: str = SLA, **kwargs: object) -> Check:
+    return Check(name=name, pair=where[0], workload=where[1], category=category, **kwargs)  # type: ignore[arg-type]
 
 
-def check_samples(where: tuple[str, str], summaries: Sequence[ArmSummary], min_samples: int) -> Check:
+def _samples(where: tuple[str, str], summaries: Sequence[ArmSummary], min_samples: int) -> Check:
     """Fail closed: every arm needs at least `min_samples` completed requests and no failed ones."""
     problems = []
     for s in summaries:
@@ -97,7 +51,7 @@ def check_samples(where: tuple[str, str], summaries: Sequence[ArmSummary], min_s
     )
 
 
-def check_p99_ttft(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
+def _p99_ttft(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
     """P99 TTFT of the arm to be released must stay within the SLA."""
     ttft = summary.ttft_ms
     if ttft is None:
@@ -121,7 +75,7 @@ def check_p99_ttft(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) 
     )
 
 
-def check_decode_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
+def _decode_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
     """Mean decode rate (1 / TPOT) of the arm to be released must reach the SLA."""
     rate = summary.decode_tokens_per_s
     if rate is None:
@@ -147,7 +101,7 @@ def check_decode_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimit
     )
 
 
-def check_speedup(where: tuple[str, str], speedup: Speedup | None, sla: SlaLimits) -> Check:
+def _speedup(where: tuple[str, str], speedup: Speedup | None, sla: SlaLimits) -> Check:
     """Speculation must pay: measured S ≥ the limit."""
     if speedup is None:
         return _check("speedup", where, passed=False, message="BLOCK: speedup could not be measured (no paired runs)")
@@ -174,7 +128,7 @@ def check_speedup(where: tuple[str, str], speedup: Speedup | None, sla: SlaLimit
     )
 
 
-def check_acceptance_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
+def _acceptance_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
     """The acceptance rate α must reach the floor below which speculation is rolled back."""
     acceptance = summary.acceptance
     if acceptance is None or acceptance.rate is None:
@@ -204,7 +158,7 @@ def check_acceptance_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaL
     )
 
 
-def recommend(
+def _recommend(
     pair: str, hardware: str, speedup: Speedup | None, summary: ArmSummary | None, sla: SlaLimits
 ) -> list[str]:
     """Rollback advice for one pair × workload (DESIGN.md, Gate policy)."""
@@ -229,11 +183,41 @@ def recommend(
     return advice
 
 
-def decide(hardware: str, checks: Sequence[Check], errors: Sequence[str], recommendations: Sequence[str]) -> Verdict:
-    """PASS only when checks ran, all passed, and nothing errored."""
-    reasons = list(errors)
-    if not checks and not errors:
-        reasons.append("no gate check ran: select at least one pair and workload (see --pair, --workload)")
-    blocked = bool(reasons) or any(not c.passed for c in checks)
-    unique_advice = tuple(dict.fromkeys(recommendations))
-    return Verdict("BLOCK" if blocked else "PASS", hardware, tuple(checks), tuple(reasons), unique_advice)
+def _with_arm(check: Check, arm: str) -> Check:
+    from dataclasses import replace
+
+    return replace(check, arm=arm)
+
+
+def samples(evaluation: Evaluation, min_samples: int) -> Check:
+    """Fail closed: every arm needs at least `min_samples` completed requests and no failed ones."""
+    return _samples(evaluation.where, list(evaluation.summaries.values()), min_samples)
+
+
+def p99_ttft(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
+    """P99 TTFT of the arm must stay within the SLA."""
+    return _with_arm(_p99_ttft(evaluation.where, evaluation.summaries[arm], sla), arm)
+
+
+def decode_rate(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
+    """Mean decode rate (1 / TPOT) of the arm must reach the SLA."""
+    return _with_arm(_decode_rate(evaluation.where, evaluation.summaries[arm], sla), arm)
+
+
+def speedup(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
+    """Speculation must pay: the arm's measured S over its plain-decoding arm ≥ the limit."""
+    return _with_arm(_speedup(evaluation.where, evaluation.speedups.get(arm), sla), arm)
+
+
+def acceptance_rate(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
+    """The arm's acceptance rate α must reach the floor below which speculation is rolled back."""
+    return _with_arm(_acceptance_rate(evaluation.where, evaluation.summaries[arm], sla), arm)
+
+
+def recommendations(evaluation: Evaluation, hardware: str, sla: SlaLimits) -> list[str]:
+    """Rollback advice for the gated arms of one pair × workload (README, "Gate policy")."""
+    advice: list[str] = []
+    for arm in evaluation.plan.gated:
+        label = evaluation.plan.pair if arm == evaluation.plan.released else f"{evaluation.plan.pair}/{arm}"
+        advice.extend(_recommend(label, hardware, evaluation.speedups.get(arm), evaluation.summaries[arm], sla))
+    return advice

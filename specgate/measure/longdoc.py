@@ -20,7 +20,7 @@ The output is an ordinary workload JSONL file (`id`, `prompt`, `reference`) whos
 `task`, `language`, `context_target`, `context_tokens` (the prompt's tokens), `document_tokens` (kept),
 `truncated_from` (tokens before the cut, null when nothing was cut), `sources`, `repeated`, `token_count`.
 
-Workloads whose name starts with `long` are long workloads: the checks marked `long` run on them only.
+Declare such a workload with `long: true` in `specgate.yaml`: the long-context checks run on those workloads only.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from typing import Any, Protocol
 
 from specgate.errors import WorkloadError
 
-LONG_PREFIX = "long"
 TASKS = ("continue", "summarize", "notice")
 LANGUAGES = ("en", "zh")
 CHARS_PER_TOKEN = {"en": 3.5, "zh": 0.5}
@@ -57,11 +56,6 @@ TEMPLATES = {
     ("notice", "zh"): "【法律法规】\n{document}\n【法律法规结束】\n\n"
     "请根据上面的法律法规，起草一份面向有关单位的政府通知：写明法律依据、有关单位须落实的要求及执行时间、联系方式。采用正式公文格式，包括标题、主送机关、分条列明的正文和落款。",
 }
-
-
-def is_long_workload(name: str) -> bool:
-    """A workload whose name starts with `long` is a long-context workload (the `long` checks run on it)."""
-    return name.startswith(LONG_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,14 @@
-"""The measurement protocol: warm-up, interleaved arms, repetitions.
+"""The measurement protocol: warm-up, arms interleaved in alternating order, rounds, optional early stopping.
 
 Warm-up requests (the first `warmup` prompts, in every arm, just before the arm's first measured call) are run and
-discarded. Then each repetition runs every
-prompt in every arm. Engines that take one request at a time alternate the arm order per prompt and per
-repetition (ar→spec, spec→ar, …), so slow drift of the machine (thermal, other load) falls on both arms alike;
-batching engines run whole arms, alternating the order per repetition. Runs are recorded in execution order, so
-unit k of one arm pairs with unit k of every other arm (same prompts, same repetition).
+discarded. Then each round runs every prompt in every arm of the plan. Engines that take one request at a time
+run the arms prompt by prompt, in the order `MeasurementPlan.order` gives: every two arms swap their order from one
+prompt to the next and from one round to the next (ABBA), so slow drift of the machine (thermal, other load) falls
+on every arm alike; engines that batch run whole arms, alternating the order per round. Runs are recorded in
+execution order, so unit k of one arm pairs with unit k of every other arm (same prompt, same round).
+
+With a `stop` rule and `policy.max_repetitions` above `policy.repetitions`, rounds continue one at a time after the
+first `repetitions` until `stop(measurement so far)` says every decision is clear, or `max_repetitions` is reached.
 """
 
 from __future__ import annotations
@@ -18,29 +21,38 @@ from typing import Protocol
 from specgate.config import GatePolicy
 from specgate.engines.base import ArmRun, Engine, Prompt
 from specgate.errors import MeasurementError
+from specgate.plan import MeasurementPlan
 
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """The raw result of measuring one pair on one workload: runs per arm, reference arm first."""
+    """The raw result of measuring one plan: runs per arm in execution order, with what the engine ran.
 
-    pair: str
-    workload: str
+    `models` are the model files' hashes by arm and role; `cost_ratios` the draft/target step cost c by arm."""
+
+    plan: MeasurementPlan
     hardware: str
     engine: str
-    arms: tuple[str, ...]
     prompts: tuple[Prompt, ...]
     runs: Mapping[str, tuple[ArmRun, ...]]
     versions: Mapping[str, str] = field(default_factory=dict)
-    models: Mapping[str, str] = field(default_factory=dict)
-    cost_ratio: float | None = None
-    gamma: int | None = None
+    models: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    cost_ratios: Mapping[str, float | None] = field(default_factory=dict)
+    rounds: int = 0
     started_at: float = 0.0
     duration_s: float = 0.0
 
     @property
-    def reference(self) -> str:
-        return self.arms[0]
+    def pair(self) -> str:
+        return self.plan.pair
+
+    @property
+    def workload(self) -> str:
+        return self.plan.workload
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        return self.plan.names
 
 
 class RunObserver(Protocol):
@@ -51,35 +63,27 @@ class RunObserver(Protocol):
     def after_run(self, arm: str, run: ArmRun) -> None: ...
 
 
-def _order(arms: Sequence[str], flip: bool) -> list[str]:
-    return list(reversed(arms)) if flip else list(arms)
+StopRule = Callable[[Measurement], bool]
 
 
-def measure_pair(
+def measure_plan(
     engine: Engine,
+    plan: MeasurementPlan,
     prompts: Sequence[Prompt],
     policy: GatePolicy,
     *,
-    pair: str,
-    workload: str,
     hardware: str,
-    gamma: int | None = None,
     observer: RunObserver | None = None,
-    stop: Callable[[Measurement, int], bool] | None = None,
+    stop: StopRule | None = None,
 ) -> Measurement:
-    """Run every arm of a loaded engine on the prompts according to the gate policy.
-
-    With `policy.max_repetitions` above `policy.repetitions` and a `stop` rule, repetitions continue one look at a
-    time after the first `repetitions`, until `stop(measurement so far, look)` says the decision is clear or
-    `max_repetitions` is reached (see `specgate.sequential`).
-    """
+    """Run every arm of the plan on the prompts of a loaded engine, round by round (see the module docstring)."""
     if not prompts:
-        raise MeasurementError(f"workload {workload!r} has no prompts to measure")
-    arms = tuple(engine.arms)
+        raise MeasurementError(f"workload {plan.workload!r} has no prompts to measure")
     started = time.time()
     clock = time.perf_counter()
-    runs: dict[str, list[ArmRun]] = {arm: [] for arm in arms}
+    runs: dict[str, list[ArmRun]] = {arm: [] for arm in plan.names}
     warmed: set[str] = set()
+    rounds = 0
 
     def run(batch: Sequence[Prompt], arm: str, repetition: int) -> None:
         if arm not in warmed:  # just before the arm's first measured call: engines that switch arms start once
@@ -95,17 +99,15 @@ def measure_pair(
 
     def snapshot() -> Measurement:
         return Measurement(
-            pair=pair,
-            workload=workload,
+            plan=plan,
             hardware=hardware,
             engine=engine.name,
-            arms=arms,
             prompts=tuple(prompts),
             runs={arm: tuple(r) for arm, r in runs.items()},
             versions=dict(engine.versions()),
-            models={role: model.sha256 for role, model in getattr(engine, "resolved", {}).items()},
-            cost_ratio=getattr(engine, "cost_ratio", None),
-            gamma=gamma,
+            models={arm: {role: m.sha256 for role, m in engine.models(arm).items()} for arm in plan.names},
+            cost_ratios={arm: engine.cost_ratio(arm) for arm in plan.names},
+            rounds=rounds,
             started_at=started,
             duration_s=time.perf_counter() - clock,
         )
@@ -114,12 +116,12 @@ def measure_pair(
     for repetition in range(last):
         if engine.per_request:
             for index, prompt in enumerate(prompts):
-                for arm in _order(arms, (index + repetition) % 2 == 1):
+                for arm in plan.order(repetition, index):
                     run([prompt], arm, repetition)
         else:
-            for arm in _order(arms, repetition % 2 == 1):
+            for arm in plan.order(repetition):
                 run(list(prompts), arm, repetition)
-        look = repetition + 2 - policy.repetitions
-        if stop is not None and look >= 1 and repetition + 1 < last and stop(snapshot(), look):
+        rounds = repetition + 1
+        if stop is not None and policy.repetitions <= rounds < last and stop(snapshot()):
             break
     return snapshot()

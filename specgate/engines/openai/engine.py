@@ -1,7 +1,7 @@
 """The openai engine: any OpenAI-compatible server (vLLM, SGLang, MindIE, …), streamed, under load.
 
 Arms are servers: `speculation.options.endpoints` maps each arm to a server root (speculation off / on), the
-reference arm first; the other settings are in `specgate.engines.openai_load`. Each request is a streaming
+reference arm first; the other settings are in `specgate.engines.openai.load`. Each request is a streaming
 `POST /v1/chat/completions` (or `/v1/completions`) with `temperature: 0`, `max_tokens` from the workload and
 `stream_options: {include_usage: true}` (plus vLLM's `continuous_usage_stats` and `return_token_ids` unless switched
 off), sent with httpx; no retries (a retry hides latency), no proxies from the environment.
@@ -39,10 +39,10 @@ from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from specgate.config import HardwareProfile, PairConfig, effective_sla
+from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, Prompt
-from specgate.engines.openai_load import ServedSettings, arrival_offsets, parse_settings, run_load
-from specgate.engines.openai_metrics import (
+from specgate.engines.openai.load import ServedSettings, arrival_offsets, parse_settings, run_load
+from specgate.engines.openai.metrics import (
     NOT_EXPOSED,
     Goodput,
     MetricsReading,
@@ -51,8 +51,9 @@ from specgate.engines.openai_metrics import (
     read_metrics,
     server_delta,
 )
-from specgate.engines.openai_sse import ResponseStream, StreamError, describe_http_error
+from specgate.engines.openai.sse import ResponseStream, StreamError, describe_http_error
 from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
+from specgate.plan import Arm
 
 T = TypeVar("T")
 INSTALL_HINT = "Install it: pip install httpx prometheus-client"
@@ -117,55 +118,79 @@ class OpenAIEngine:
 
     def __init__(self, base_dir: Path | None = None) -> None:
         self._base_dir = base_dir
-        self._settings: ServedSettings | None = None
+        self._settings: dict[str, ServedSettings] = {}
+        self._arms: dict[str, tuple[Arm, ServedSettings, str]] = {}
         self._key: _Secret | None = None
         self._server_versions: dict[str, str] = {}
-        self.pair: PairConfig | None = None
-        self.resolved: dict[str, Any] = {}
-        self.cost_ratio: float | None = None
         self.served_runs: list[ServedRun] = []
         self.notes: list[str] = []
 
     def __repr__(self) -> str:
-        if self._settings is None:
+        if not self._arms:
             return "OpenAIEngine(unloaded)"
-        s = self._settings
-        return f"OpenAIEngine(endpoints={dict(s.endpoints)}, api={s.api!r}, model={s.model!r})"
+        s = self.settings
+        endpoints = {arm: url for arm, (_, _, url) in self._arms.items()}
+        return f"OpenAIEngine(endpoints={endpoints}, api={s.api!r}, model={s.model!r})"
 
     __str__ = __repr__
 
     @property
     def settings(self) -> ServedSettings:
-        """The validated options of the loaded pair."""
-        if self._settings is None:
+        """The validated options of the first loaded pair (the candidate)."""
+        if not self._settings:
             raise MeasurementError("engine used before load()")
-        return self._settings
+        return next(iter(self._settings.values()))
 
-    @property
-    def arms(self) -> Sequence[str]:
-        """The arms of the pair's `endpoints`, in their order (reference arm first); empty before `load`."""
-        return tuple(self._settings.endpoints) if self._settings is not None else ()
+    def _arm(self, arm: str) -> tuple[Arm, ServedSettings, str]:
+        found = self._arms.get(arm)
+        if found is None:
+            if not self._arms:
+                raise MeasurementError("engine used before load()")
+            raise MeasurementError(f"unknown arm {arm!r}; the loaded arms are {', '.join(self._arms)}")
+        return found
 
-    def load(self, pair: PairConfig, hardware: HardwareProfile) -> None:
-        """Validate the pair's options, read the API key, and check that every endpoint serves the model."""
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
+        """Validate each pair's options, read the API key, and check that every arm's endpoint serves the model.
+
+        An arm's endpoint is its `endpoint` option, or its pair's `endpoints[<arm>]` (a reference arm `ref-spec`
+        takes the reference pair's `spec` endpoint)."""
         _import_httpx()
-        settings = parse_settings(pair, effective_sla(hardware, pair))
+        for arm in arms:
+            if arm.pair not in self._settings:
+                self._settings[arm.pair] = self._load_settings(arm, hardware)
+            settings = self._settings[arm.pair]
+            url = arm.engine_options.get("endpoint") or settings.endpoints.get(arm.variant)
+            if not isinstance(url, str):
+                raise ConfigError(
+                    f"pair {arm.pair!r}: arm {arm.variant!r} has no endpoint; add it to speculation.options.endpoints "
+                    f"(known: {', '.join(settings.endpoints)}) or give the arm an `endpoint` option"
+                )
+            self._arms[arm.name] = (arm, settings, url.rstrip("/"))
+        for name, (arm, settings, url) in self._arms.items():
+            self._probe(name, url, settings, arm.pair)
+
+    def _load_settings(self, arm: Arm, hardware: HardwareProfile) -> ServedSettings:
+        settings = parse_settings(arm.pair, arm.engine_options, arm.target, hardware.sla)
         if settings.api_key_env is not None:
             key = os.environ.get(settings.api_key_env, "")
             if not key:
                 raise ConfigError(
-                    f"pair {pair.name!r}: speculation.options.api_key_env: the environment variable "
+                    f"pair {arm.pair!r}: speculation.options.api_key_env: the environment variable "
                     f"{settings.api_key_env!r} is not set or empty; export it with the server's API key"
                 )
             self._key = _Secret(key)
-        self._settings, self.pair = settings, pair
-        self.cost_ratio = 0.0 if pair.speculation.method == "prompt_lookup" else None
-        for arm, url in settings.endpoints.items():
-            self._probe(arm, url)
+        return settings
 
-    def _client_args(self) -> dict[str, Any]:
+    def models(self, arm: str) -> Mapping[str, Any]:
+        """Served models have no local files to hash."""
+        return {}
+
+    def cost_ratio(self, arm: str) -> float | None:
+        spec = self._arm(arm)[0].speculation
+        return 0.0 if spec is not None and spec.method == "prompt_lookup" else None
+
+    def _client_args(self, s: ServedSettings) -> dict[str, Any]:
         httpx = _import_httpx()
-        s = self.settings
         headers = {} if self._key is None else {"Authorization": f"Bearer {self._key.value}"}
         return {
             "headers": headers,
@@ -175,11 +200,11 @@ class OpenAIEngine:
             "follow_redirects": False,
         }
 
-    def _probe(self, arm: str, url: str) -> None:
+    def _probe(self, arm: str, url: str, settings: ServedSettings, pair: str) -> None:
         """GET /v1/models: the server answers and serves the model (a server without the route is let through)."""
         httpx = _import_httpx()
-        where = f"pair {self.pair.name if self.pair else '?'!r}: the {arm!r} endpoint {url}"
-        with httpx.Client(**self._client_args()) as client:
+        where = f"pair {pair!r}: the {arm!r} endpoint {url}"
+        with httpx.Client(**self._client_args(settings)) as client:
             try:
                 response = client.get(f"{url}/v1/models")
                 version = client.get(f"{url}/version")
@@ -199,9 +224,9 @@ class OpenAIEngine:
             return
         with contextlib.suppress(ValueError, AttributeError, TypeError):
             served = [str(m.get("id")) for m in response.json().get("data", [])]
-            if served and self.settings.model not in served:
+            if served and settings.model not in served:
                 raise ConfigError(
-                    f"{where} serves {served}, not {self.settings.model!r}; set speculation.options.model "
+                    f"{where} serves {served}, not {settings.model!r}; set speculation.options.model "
                     "(or the pair's target) to the served model name"
                 )
 
@@ -211,9 +236,7 @@ class OpenAIEngine:
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
         """Send every prompt to the arm's server under the configured load; one trace per prompt, failures kept."""
-        settings = self.settings
-        if arm not in settings.endpoints:
-            raise MeasurementError(f"unknown arm {arm!r}; the pair's endpoints are {', '.join(settings.endpoints)}")
+        settings = self._arm(arm)[1]
         if len(prompts) > settings.max_requests:
             raise MeasurementError(
                 f"a run of {len(prompts)} requests exceeds speculation.options.max_requests={settings.max_requests}; "
@@ -232,20 +255,19 @@ class OpenAIEngine:
 
     async def _run_arm(self, prompts: Sequence[Prompt], arm: str, repetition: int) -> tuple[ArmRun, ServedRun]:
         httpx = _import_httpx()
-        s = self.settings
-        root = s.endpoints[arm]
+        _, s, root = self._arm(arm)
         streams = [ResponseStream(p) for p in prompts]
         offsets = arrival_offsets(len(prompts), s.request_rate, s.seed, repetition)
-        async with httpx.AsyncClient(**self._client_args()) as client:
-            before, note = await self._scrape(client, root)
+        async with httpx.AsyncClient(**self._client_args(s)) as client:
+            before, note = await self._scrape(client, root, s)
 
             async def send(index: int) -> None:
-                await self._stream(client, f"{root}{s.api_path}", streams[index])
+                await self._stream(client, f"{root}{s.api_path}", streams[index], s)
 
             started = time.perf_counter()
             outcomes = await run_load(len(prompts), send, offsets, concurrency=s.concurrency, duration_s=s.duration_s)
             wall_s = time.perf_counter() - started
-            after, after_note = await self._scrape(client, root) if before is not None else (None, None)
+            after, after_note = await self._scrape(client, root, s) if before is not None else (None, None)
         traces = tuple(
             stream.trace(arm, repetition, error=outcome) for stream, outcome in zip(streams, outcomes, strict=True)
         )
@@ -253,7 +275,7 @@ class OpenAIEngine:
         if server is not None and server.counters is None:
             note = f"{arm}: {NOT_EXPOSED} ({root}{s.metrics_path})"
         run = ArmRun(arm, traces, wall_s, counters=None if server is None else server.counters)
-        return run, self._record(run, repetition, root, server, note or after_note, streams)
+        return run, self._record(run, repetition, root, server, note or after_note, streams, s)
 
     def _record(
         self,
@@ -263,8 +285,8 @@ class OpenAIEngine:
         server: ServerView | None,
         note: str | None,
         streams: Sequence[ResponseStream],
+        s: ServedSettings,
     ) -> ServedRun:
-        s = self.settings
         errors = Counter(self.redact(t.error) for t in run.traces if t.error is not None)
         failed = sum(1 for t in run.traces if not t.ok)
         sources = sorted({stream.token_source for stream in streams if stream.chunk_count})
@@ -284,9 +306,9 @@ class OpenAIEngine:
             note=note,
         )
 
-    async def _scrape(self, client: Any, root: str) -> tuple[MetricsReading | None, str | None]:
+    async def _scrape(self, client: Any, root: str, s: ServedSettings) -> tuple[MetricsReading | None, str | None]:
         """One reading of the server's /metrics, or None with the reason in a note."""
-        path = self.settings.metrics_path
+        path = s.metrics_path
         if path is None:
             return None, "metrics_path is null: acceptance counters not read"
         httpx = _import_httpx()
@@ -301,10 +323,10 @@ class OpenAIEngine:
         except (ValueError, ImportError) as exc:
             return None, f"{root}{path}: {NOT_EXPOSED} (unreadable: {type(exc).__name__}: {exc})"
 
-    async def _stream(self, client: Any, url: str, stream: ResponseStream) -> None:
+    async def _stream(self, client: Any, url: str, stream: ResponseStream, s: ServedSettings) -> None:
         """One streaming request; every failure ends up in `stream.error`, with the key redacted."""
         httpx = _import_httpx()
-        body = self._body(stream.prompt)
+        body = self._body(stream.prompt, s)
         stream.submit_s = time.perf_counter()
         try:
             async with client.stream("POST", url, json=body) as response:
@@ -314,16 +336,13 @@ class OpenAIEngine:
         except StreamError as exc:
             stream.error = str(exc)
         except httpx.HTTPError as exc:
-            stream.error = stream.describe_transport_error(
-                exc, self.settings.timeout_s, self.settings.connect_timeout_s
-            )
+            stream.error = stream.describe_transport_error(exc, s.timeout_s, s.connect_timeout_s)
         finally:
             stream.done_s = time.perf_counter()
             if stream.error is not None:
                 stream.error = self.redact(stream.error)
 
-    def _body(self, prompt: Prompt) -> dict[str, Any]:
-        s = self.settings
+    def _body(self, prompt: Prompt, s: ServedSettings) -> dict[str, Any]:
         options: dict[str, Any] = {"include_usage": True}
         if s.continuous_usage:
             options["continuous_usage_stats"] = True
@@ -348,9 +367,9 @@ class OpenAIEngine:
         """httpx's version, the API, each arm's endpoint and, where `/version` answered, the server's version."""
         httpx = _import_httpx()
         found = {"engine": "openai", "httpx": str(httpx.__version__)}
-        if self._settings is not None:
-            found["api"] = self._settings.api
-            for arm, url in self._settings.endpoints.items():
+        if self._settings:
+            found["api"] = self.settings.api
+            for arm, (_, _, url) in self._arms.items():
                 found[f"endpoint.{arm}"] = url
                 if self._server_versions.get(arm):
                     found[f"server.{arm}"] = self._server_versions[arm]

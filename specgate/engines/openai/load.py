@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from specgate.config import PairConfig, SlaLimits, did_you_mean
-from specgate.engines.openai_metrics import GoodputSlo
+from specgate.config import SlaLimits, did_you_mean
+from specgate.engines.openai.metrics import GoodputSlo
 from specgate.errors import ConfigError
 
 APIS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -194,9 +194,10 @@ def _goodput_slo(options: _Options, sla: SlaLimits) -> GoodputSlo:
     )
 
 
-def parse_settings(pair: PairConfig, sla: SlaLimits) -> ServedSettings:
-    """Validate a pair's `speculation.options` for the openai engine; a `ConfigError` names the pair and key."""
-    options = _Options(pair.name, pair.speculation.options)
+def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimits) -> ServedSettings:
+    """Validate a pair's `speculation.options` (`raw`) for the openai engine; a `ConfigError` names the pair and key.
+    `target` is the pair's target, the default served model name; `sla` gives the default goodput SLOs."""
+    options = _Options(pair, {k: v for k, v in raw.items() if k != "endpoint"})
     for key in options.raw:
         if key not in OPTION_KEYS:
             raise options.fail(
@@ -212,7 +213,7 @@ def parse_settings(pair: PairConfig, sla: SlaLimits) -> ServedSettings:
         raise options.fail("metrics_path", f"expected a path starting with '/' or null, got {metrics_path!r}")
     return ServedSettings(
         endpoints=_endpoints(options),
-        model=options.text("model", pair.target) or pair.target,
+        model=options.text("model", target) or target,
         api=str(api),
         api_key_env=options.text("api_key_env", None),
         concurrency=options.number("concurrency", 1, integer=True),

@@ -12,10 +12,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specgate.energy import GIB
+from specgate.checks import INFRASTRUCTURE, Check
 from specgate.evaluation import Evaluation
-from specgate.gate import INFRASTRUCTURE, Check
-from specgate.metrics import request_metrics
+from specgate.hardware.energy import GIB
+from specgate.measure.metrics import request_metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f} ms"
 
 
-def check_context_coverage(where: tuple[str, str], points: Sequence[ContextPoint], minimum: int = 3) -> Check:
+def context_coverage(where: tuple[str, str], points: Sequence[ContextPoint], minimum: int = 3) -> Check:
     """At least `minimum` context lengths were measured, every request at every length completed, and the prompts the
     engine saw grow with the declared length (a silent truncation would make them equal)."""
     problems = [f"only {len(points)} context length(s), {minimum} needed"] if len(points) < minimum else []
@@ -117,7 +117,7 @@ def check_context_coverage(where: tuple[str, str], points: Sequence[ContextPoint
     )
 
 
-def check_ttft_growth(where: tuple[str, str], points: Sequence[ContextPoint]) -> Check:
+def ttft_growth(where: tuple[str, str], points: Sequence[ContextPoint]) -> Check:
     """Median TTFT at the longest context is above that at the shortest, in every arm. Prefill is at least linear in
     the prompt, so a flat TTFT means the prompts were not processed as claimed (a prefix cache, a truncation). Only
     the extremes are compared: on a shared machine neighbouring lengths can swap places, 2k against 8k do not."""

@@ -1,0 +1,55 @@
+"""Checks: one promise (an SLA, a regression comparison, losslessness, a resource report) judged on one pair ×
+workload (and arm), with its evidence. Grouped by concern, one module each:
+
+    sla           enough samples, P99 TTFT, decode rate, speedup, acceptance floor; rollback advice
+    drift         greedy losslessness, task accuracy between arms, content flags, sampled distributions
+    regression    the candidate against the reference measured beside it, or against stored baselines
+    resources     cost and energy per 1k tokens, the decode roofline
+    long_context  TTFT and memory against context length
+    catalogue     the list of every check, what it applies to, and how it is computed (the suites and the
+                  pytest-free runner both read it)
+
+Every check is a pure function from an `Evaluation` (or comparisons) and limits to a `Check`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SLA = "sla"
+REGRESSION = "regression"
+DRIFT = "drift"
+INFRASTRUCTURE = "infrastructure"
+CATEGORIES = (SLA, REGRESSION, DRIFT, INFRASTRUCTURE)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """The outcome of one check, with the numbers that decided it. `arm` is the arm it judged, if one."""
+
+    name: str
+    pair: str
+    workload: str
+    category: str
+    passed: bool
+    message: str
+    observed: float | None = None
+    limit: float | None = None
+    unit: str = ""
+    n: int | None = None
+    ci: tuple[float, float] | None = None
+    baseline: float | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    arm: str | None = None
+
+    @property
+    def key(self) -> str:
+        name = self.name if self.arm in (None, "spec") else f"{self.name}[{self.arm}]"
+        return f"{self.pair}/{self.workload}/{name}"
+
+
+def check(name: str, where: tuple[str, str], category: str, passed: bool, message: str, **kwargs: object) -> Check:
+    """A `Check` of the pair × workload `where`."""
+    return Check(name, where[0], where[1], category, passed, message, **kwargs)  # type: ignore[arg-type]

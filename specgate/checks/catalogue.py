@@ -1,0 +1,223 @@
+"""The catalogue: every check of the gate, what it applies to, and how it is computed.
+
+A check is computed per pair × workload (`per="workload"`), per gated arm of the plan (`per="arm"`: each
+speculative candidate arm, `spec` and any extra arm), or per regression metric (`per="metric"`). It applies only
+where it means something: speed checks not on accuracy probes (`gate_speed: false`), task checks only on workloads
+with reference answers, long-context checks only on `long: true` workloads, content and sampled-distribution checks
+only on workloads that declare them. A check that does not apply is never run (deselected, not skipped: a skipped
+gate check blocks).
+
+The suites in `suites/` declare one pytest test per catalogue entry (`@pytest.mark.specgate_check("p99_ttft")`),
+and `GateRun.run_all` runs the same entries without pytest: one list, two ways to run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from specgate.checks import Check, drift, long_context, resources, sla
+from specgate.comparison import ACCEPTANCE, METRICS, OUTPUT_DRIFT, TASK_ACCURACY
+
+if TYPE_CHECKING:
+    from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
+    from specgate.evaluation import Evaluation
+    from specgate.plan import MeasurementPlan
+    from specgate.stats.distribution import DistributionTest
+
+ANSWERED_TASKS = frozenset({"numeric", "span", "summary"})
+
+
+class Context(Protocol):
+    """What a check reads from the gate run (`specgate.run.GateRun`)."""
+
+    @property
+    def policy(self) -> GatePolicy: ...
+
+    def plan(self, pair: str, workload: str) -> MeasurementPlan: ...
+
+    def workload(self, name: str) -> WorkloadConfig: ...
+
+    def sla(self, pair: str) -> SlaLimits: ...
+
+    def evaluation(self, pair: str, workload: str) -> Evaluation: ...
+
+    def regression_check(self, pair: str, workload: str, metric: str) -> Check: ...
+
+    def sampled(self, pair: str, workload: str, arm: str) -> DistributionTest: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a check is computed: a pair × workload and, for per-arm or per-metric checks, the arm or metric."""
+
+    pair: str
+    workload: str
+    param: str | None = None
+
+
+Compute = Callable[[Context, Target], Check]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    """One entry of the catalogue."""
+
+    name: str
+    concern: str
+    per: Literal["workload", "arm", "metric"]
+    compute: Compute
+    speed: bool = False
+    tasks: frozenset[str] | None = None
+    long_only: bool = False
+    needs: Literal["content", "sampling"] | None = None
+    metrics: tuple[str, ...] = ()
+
+    def applies(self, context: Context, target: Target) -> bool:
+        """Whether the check means something on this target (else it is not run at all)."""
+        workload = context.workload(target.workload)
+        if self.speed and not workload.gate_speed:
+            return False
+        if self.tasks is not None and workload.task not in self.tasks:
+            return False
+        if self.long_only and not workload.long:
+            return False
+        if self.needs == "content" and not workload.content:
+            return False
+        if self.needs == "sampling" and workload.sampling is None:
+            return False
+        if self.per == "arm":
+            return target.param in context.plan(target.pair, target.workload).gated
+        if self.per == "metric":
+            return target.param in self.metrics
+        return True
+
+
+def _arm(target: Target) -> str:
+    assert target.param is not None
+    return target.param
+
+
+def _eval(c: Context, t: Target) -> Evaluation:
+    return c.evaluation(t.pair, t.workload)
+
+
+CATALOGUE: tuple[CheckSpec, ...] = (
+    CheckSpec("samples", "sla", "workload", lambda c, t: sla.samples(_eval(c, t), c.policy.min_samples)),
+    CheckSpec("p99_ttft", "sla", "arm", lambda c, t: sla.p99_ttft(_eval(c, t), _arm(t), c.sla(t.pair)), speed=True),
+    CheckSpec(
+        "decode_rate", "sla", "arm", lambda c, t: sla.decode_rate(_eval(c, t), _arm(t), c.sla(t.pair)), speed=True
+    ),
+    CheckSpec("speedup", "sla", "arm", lambda c, t: sla.speedup(_eval(c, t), _arm(t), c.sla(t.pair)), speed=True),
+    CheckSpec(
+        "acceptance_rate",
+        "sla",
+        "arm",
+        lambda c, t: sla.acceptance_rate(_eval(c, t), _arm(t), c.sla(t.pair)),
+        speed=True,
+    ),
+    CheckSpec(
+        "greedy_identity", "drift", "arm", lambda c, t: drift.greedy_identity(_eval(c, t), _arm(t), c.sla(t.pair))
+    ),
+    CheckSpec(
+        "task_accuracy",
+        "drift",
+        "arm",
+        lambda c, t: drift.task_accuracy(_eval(c, t), _arm(t), c.sla(t.pair)),
+        tasks=ANSWERED_TASKS,
+    ),
+    CheckSpec(
+        "content_flags",
+        "drift",
+        "arm",
+        lambda c, t: drift.content_flags(_eval(c, t), _arm(t), c.sla(t.pair), c.workload(t.workload).content),
+        needs="content",
+    ),
+    CheckSpec(
+        "sampled_distribution",
+        "drift",
+        "arm",
+        lambda c, t: drift.sampled_distribution((t.pair, t.workload), _arm(t), c.sampled(t.pair, t.workload, _arm(t))),
+        needs="sampling",
+    ),
+    CheckSpec(
+        "no_regression",
+        "regression",
+        "metric",
+        lambda c, t: c.regression_check(t.pair, t.workload, _arm(t)),
+        speed=True,
+        metrics=(*(m.name for m in METRICS), ACCEPTANCE),
+    ),
+    CheckSpec(
+        "outputs_match_baseline",
+        "regression",
+        "workload",
+        lambda c, t: c.regression_check(t.pair, t.workload, OUTPUT_DRIFT),
+    ),
+    CheckSpec(
+        "task_accuracy_not_lower",
+        "regression",
+        "workload",
+        lambda c, t: c.regression_check(t.pair, t.workload, TASK_ACCURACY),
+        tasks=ANSWERED_TASKS,
+    ),
+    CheckSpec(
+        "context_coverage",
+        "long_context",
+        "workload",
+        lambda c, t: long_context.context_coverage(t_where(t), _points(c, t)),
+        long_only=True,
+    ),
+    CheckSpec(
+        "ttft_growth",
+        "long_context",
+        "workload",
+        lambda c, t: long_context.ttft_growth(t_where(t), _points(c, t)),
+        long_only=True,
+    ),
+    CheckSpec(
+        "cost_and_energy_reported",
+        "resources",
+        "workload",
+        lambda c, t: resources.energy_reported(_eval(c, t)),
+        long_only=True,
+    ),
+    CheckSpec(
+        "roofline_reported",
+        "resources",
+        "workload",
+        lambda c, t: resources.roofline_reported(_eval(c, t)),
+        long_only=True,
+    ),
+)
+
+
+def t_where(target: Target) -> tuple[str, str]:
+    return (target.pair, target.workload)
+
+
+def _points(c: Context, t: Target) -> list[long_context.ContextPoint]:
+    from specgate.measure.longdoc import load_context_targets
+
+    return long_context.context_points(_eval(c, t), load_context_targets(c.workload(t.workload).path))
+
+
+def spec(name: str) -> CheckSpec:
+    for entry in CATALOGUE:
+        if entry.name == name:
+            return entry
+    known = ", ".join(e.name for e in CATALOGUE)
+    raise KeyError(f"{name!r} is not a check of the catalogue; known: {known}")
+
+
+def params(entry: CheckSpec, plans: Sequence[MeasurementPlan]) -> list[str | None]:
+    """The values of the check's per-arm or per-metric parameter over the given plans, in first-seen order."""
+    if entry.per == "workload":
+        return [None]
+    if entry.per == "metric":
+        return list(entry.metrics)
+    seen: dict[str, None] = {}
+    for plan in plans:
+        seen.update(dict.fromkeys(plan.gated))
+    return list(seen)

@@ -1,0 +1,38 @@
+"""The `specgate` command line. Each subcommand module registers its parser and sets a `handler(args) -> int`:
+
+specgate report     rebuild the reports from verdict.json; Allure HTML from Allure results
+specgate baseline   list, show and diff stored baselines (the same comparisons as the gate)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from specgate import __version__
+from specgate.cli import baseline, report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specgate", description="specgate: release gate for speculative decoding.")
+    parser.add_argument("--version", action="version", version=f"specgate {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    report.add_parser(subparsers)
+    baseline.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `specgate` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return int(handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

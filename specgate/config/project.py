@@ -1,0 +1,409 @@
+"""The project config (`specgate.yaml`): pairs and their arms, workloads, and the gate policy, validated.
+
+Every problem is a `ConfigError` that names the file, the key, what is allowed and the closest match, so that the
+plugin turns it into a `pytest.UsageError` before anything runs.
+
+A pair is a target model with its speculation. It has two arms by default, `ar` (speculation off) and `spec`
+(the pair's speculation); `arms:` adds more, each the pair's configuration with a few keys changed. `reference:`
+names the pair whose configuration is released today: the gate then measures it beside this one and judges the
+regression on the two, measured on the same machine in the same run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from specgate.config.hardware import DTYPES, SLA_KEYS
+from specgate.config.validation import (
+    check_choice,
+    check_keys,
+    did_you_mean,
+    fail,
+    mapping,
+    number,
+    read_yaml,
+    typed,
+)
+from specgate.errors import ConfigError
+
+SPECULATION_METHODS = ("prompt_lookup", "draft_model", "eagle", "eagle3", "mtp")
+TASKS = ("generate", "numeric", "span", "summary")
+DEFAULT_ARMS = ("ar", "spec")
+REFERENCE_PREFIX = "ref-"
+_ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Speculation:
+    """How an arm speculates. `num_tokens` is the draft length γ."""
+
+    method: str
+    num_tokens: int
+    draft: str | None = None
+    draft_layers: int | None = None
+    max_ngram: int = 3
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSpec:
+    """An arm of a pair: a name and the configuration it measures (`speculation` None: plain decoding)."""
+
+    name: str
+    target: str
+    speculation: Speculation | None
+    dtype: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PairConfig:
+    """A target model with its speculation: the unit the gate judges."""
+
+    name: str
+    target: str
+    speculation: Speculation
+    dtype: str | None = None
+    engine: str | None = None
+    default: bool = False
+    description: str = ""
+    sla: Mapping[str, float] = field(default_factory=dict)
+    reference: str | None = None
+    extra_arms: tuple[ArmSpec, ...] = ()
+
+    @property
+    def arms(self) -> tuple[ArmSpec, ...]:
+        """`ar`, `spec`, then the extra arms in their declared order."""
+        return (
+            ArmSpec("ar", self.target, None, self.dtype),
+            ArmSpec("spec", self.target, self.speculation, self.dtype),
+            *self.extra_arms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingConfig:
+    """The sampled-decoding distribution test a workload opts into (`sampling:`)."""
+
+    prompts: int = 4
+    positions: int = 8
+    samples: int = 200
+    temperature: float = 0.7
+    top_p: float = 0.95
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """A JSONL file of prompts and how to read it."""
+
+    name: str
+    path: Path
+    max_new_tokens: int = 64
+    limit: int | None = None
+    task: str = "generate"
+    gate_speed: bool = True
+    long: bool = False
+    repetitions: int | None = None
+    template: str | None = None
+    default: bool = False
+    description: str = ""
+    fields: Mapping[str, str] = field(default_factory=dict)
+    content: tuple[Mapping[str, Any], ...] = ()
+    sampling: SamplingConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatePolicy:
+    """How the gate measures and decides (README, "Gate policy")."""
+
+    alpha: float = 0.01
+    repetitions: int = 2
+    max_repetitions: int = 0
+    warmup: int = 1
+    min_samples: int = 4
+    bootstrap_resamples: int = 2000
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectConfig:
+    """`specgate.yaml`: the pairs, workloads and gate policy of a project."""
+
+    pairs: Mapping[str, PairConfig]
+    workloads: Mapping[str, WorkloadConfig]
+    gate: GatePolicy
+    source: Path
+
+    def default_pairs(self) -> list[str]:
+        marked = [name for name, pair in self.pairs.items() if pair.default]
+        return marked or list(self.pairs)
+
+    def default_workloads(self) -> list[str]:
+        marked = [name for name, workload in self.workloads.items() if workload.default]
+        return marked or list(self.workloads)
+
+
+def _speculation(data: Any, source: str, where: str) -> Speculation:
+    raw = mapping(data, source, where)
+    check_keys(raw, [f.name for f in fields(Speculation)], source, f"{where}.")
+    if "method" not in raw:
+        raise fail(source, f"{where}.method", f"required; one of {', '.join(SPECULATION_METHODS)}")
+    method = check_choice(raw["method"], SPECULATION_METHODS, source, f"{where}.method")
+    num_tokens = int(typed(raw.get("num_tokens", 3), int, source, f"{where}.num_tokens"))
+    if not 1 <= num_tokens <= 64:
+        raise fail(source, f"{where}.num_tokens", f"draft length must be 1..64, got {num_tokens}")
+    draft = raw.get("draft")
+    if method != "prompt_lookup" and not draft:
+        raise fail(source, f"{where}.draft", f"method {method!r} needs a draft model (a path or embedded:<name>)")
+    layers = raw.get("draft_layers")
+    max_ngram = int(typed(raw.get("max_ngram", 3), int, source, f"{where}.max_ngram"))
+    if max_ngram < 1:
+        raise fail(source, f"{where}.max_ngram", f"must be ≥ 1, got {max_ngram}")
+    return Speculation(
+        method=method,
+        num_tokens=num_tokens,
+        draft=None if draft is None else str(typed(draft, str, source, f"{where}.draft")),
+        draft_layers=None if layers is None else int(typed(layers, int, source, f"{where}.draft_layers")),
+        max_ngram=max_ngram,
+        options=dict(mapping(raw.get("options", {}), source, f"{where}.options")),
+    )
+
+
+def _dtype(value: Any, source: str, key: str) -> str | None:
+    return None if value is None else check_choice(value, DTYPES, source, key)
+
+
+ARM_KEYS = ("speculation", "target", "dtype", "options", "description")
+
+
+def _extra_arms(data: Any, pair: PairConfig, source: str) -> tuple[ArmSpec, ...]:
+    where = f"pairs.{pair.name}.arms"
+    raw = mapping(data, source, where)
+    arms = []
+    for name, spec in raw.items():
+        key = f"{where}.{name}"
+        if not isinstance(name, str) or not _ARM_NAME.match(name):
+            raise fail(source, key, "an arm name is 1-40 letters, digits, '_', '.' or '-', starting with a letter")
+        if name in DEFAULT_ARMS or name.startswith(REFERENCE_PREFIX):
+            raise fail(
+                source, key, f"the names {', '.join(DEFAULT_ARMS)} and '{REFERENCE_PREFIX}…' are taken; choose another"
+            )
+        values = mapping(spec if spec is not None else {}, source, key)
+        check_keys(values, ARM_KEYS, source, f"{key}.")
+        if "speculation" not in values:
+            speculation: Speculation | None = pair.speculation
+        elif values["speculation"] is None:
+            speculation = None
+        else:
+            speculation = _speculation(values["speculation"], source, f"{key}.speculation")
+        arms.append(
+            ArmSpec(
+                name=name,
+                target=str(typed(values.get("target", pair.target), str, source, f"{key}.target")),
+                speculation=speculation,
+                dtype=_dtype(values.get("dtype", pair.dtype), source, f"{key}.dtype"),
+                options=dict(mapping(values.get("options", {}), source, f"{key}.options")),
+            )
+        )
+    return tuple(arms)
+
+
+PAIR_KEYS = ("target", "speculation", "dtype", "engine", "default", "description", "sla", "reference", "arms")
+
+
+def _pair(name: str, data: Any, source: str) -> PairConfig:
+    from specgate.engines.registry import engine_names
+
+    where = f"pairs.{name}"
+    raw = mapping(data, source, where)
+    check_keys(raw, PAIR_KEYS, source, f"{where}.")
+    if "target" not in raw:
+        raise fail(source, f"{where}.target", "required: a model folder, a .gguf file or embedded:<name>")
+    if "speculation" not in raw:
+        raise fail(source, f"{where}.speculation", "required: e.g. {method: prompt_lookup, num_tokens: 3}")
+    sla_raw = mapping(raw.get("sla", {}), source, f"{where}.sla")
+    check_keys(sla_raw, SLA_KEYS, source, f"{where}.sla.")
+    engine = raw.get("engine")
+    reference = raw.get("reference")
+    pair = PairConfig(
+        name=name,
+        target=str(typed(raw["target"], str, source, f"{where}.target")),
+        speculation=_speculation(raw["speculation"], source, f"{where}.speculation"),
+        dtype=_dtype(raw.get("dtype"), source, f"{where}.dtype"),
+        engine=None if engine is None else check_choice(engine, engine_names(), source, f"{where}.engine"),
+        default=bool(typed(raw.get("default", False), bool, source, f"{where}.default")),
+        description=str(raw.get("description", "")),
+        sla={k: float(typed(v, (int, float), source, f"{where}.sla.{k}")) for k, v in sla_raw.items()},
+        reference=None if reference is None else str(typed(reference, str, source, f"{where}.reference")),
+    )
+    if "arms" in raw:
+        from dataclasses import replace
+
+        pair = replace(pair, extra_arms=_extra_arms(raw["arms"], pair, source))
+    return pair
+
+
+WORKLOAD_KEYS = (
+    "path",
+    "max_new_tokens",
+    "limit",
+    "task",
+    "gate_speed",
+    "long",
+    "repetitions",
+    "template",
+    "default",
+    "description",
+    "fields",
+    "content",
+    "sampling",
+)
+
+
+def _positive_int(raw: Mapping[str, Any], key: str, default: int | None, source: str, where: str) -> int | None:
+    value = raw.get(key, default)
+    if value is None:
+        return None
+    result = int(typed(value, int, source, f"{where}.{key}"))
+    if result < 1:
+        raise fail(source, f"{where}.{key}", f"must be ≥ 1, got {result}")
+    return result
+
+
+def _sampling(data: Any, source: str, where: str) -> SamplingConfig:
+    raw = mapping(data if data is not None else {}, source, where)
+    check_keys(raw, [f.name for f in fields(SamplingConfig)], source, f"{where}.")
+    defaults = SamplingConfig()
+    return SamplingConfig(
+        prompts=_positive_int(raw, "prompts", defaults.prompts, source, where) or defaults.prompts,
+        positions=_positive_int(raw, "positions", defaults.positions, source, where) or defaults.positions,
+        samples=_positive_int(raw, "samples", defaults.samples, source, where) or defaults.samples,
+        temperature=number(raw.get("temperature", defaults.temperature), source, f"{where}.temperature", low=0.01),
+        top_p=number(raw.get("top_p", defaults.top_p), source, f"{where}.top_p", low=0.01, high=1.0),
+        seed=int(typed(raw.get("seed", defaults.seed), int, source, f"{where}.seed")),
+    )
+
+
+def _content(data: Any, source: str, where: str, base_dir: Path) -> tuple[Mapping[str, Any], ...]:
+    from specgate.checks.content import load_checker
+
+    if not isinstance(data, list) or not data:
+        raise fail(source, where, "expected a list of checkers, e.g. [{type: words, name: banned, words: [...]}]")
+    specs = []
+    for index, spec in enumerate(data):
+        checker = mapping(spec, source, f"{where}[{index}]")
+        try:
+            load_checker(checker, base_dir=base_dir)
+        except ConfigError as exc:
+            raise fail(source, f"{where}[{index}]", str(exc)) from None
+        specs.append(dict(checker))
+    return tuple(specs)
+
+
+def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConfig:
+    where = f"workloads.{name}"
+    raw = mapping(data, source, where)
+    check_keys(raw, WORKLOAD_KEYS, source, f"{where}.")
+    if "path" not in raw:
+        raise fail(source, f"{where}.path", "required: a JSONL file, relative to the config file")
+    path = (base_dir / str(typed(raw["path"], str, source, f"{where}.path"))).resolve()
+    fields_map = mapping(raw.get("fields", {}), source, f"{where}.fields")
+    check_keys(fields_map, ["id", "prompt", "reference", "system"], source, f"{where}.fields.")
+    template = raw.get("template")
+    return WorkloadConfig(
+        name=name,
+        path=path,
+        max_new_tokens=_positive_int(raw, "max_new_tokens", 64, source, where) or 64,
+        limit=_positive_int(raw, "limit", None, source, where),
+        task=check_choice(raw.get("task", "generate"), TASKS, source, f"{where}.task"),
+        gate_speed=bool(typed(raw.get("gate_speed", True), bool, source, f"{where}.gate_speed")),
+        long=bool(typed(raw.get("long", False), bool, source, f"{where}.long")),
+        template=None if template is None else str(typed(template, str, source, f"{where}.template")),
+        repetitions=_positive_int(raw, "repetitions", None, source, where),
+        default=bool(typed(raw.get("default", False), bool, source, f"{where}.default")),
+        description=str(raw.get("description", "")),
+        fields={str(k): str(v) for k, v in fields_map.items()},
+        content=_content(raw["content"], source, f"{where}.content", base_dir) if "content" in raw else (),
+        sampling=_sampling(raw["sampling"], source, f"{where}.sampling") if "sampling" in raw else None,
+    )
+
+
+def _gate(data: Any, source: str) -> GatePolicy:
+    raw = mapping(data, source, "gate")
+    check_keys(raw, [f.name for f in fields(GatePolicy)], source, "gate.")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        kind: type | tuple[type, ...] = (int, float) if key == "alpha" else int
+        values[key] = typed(value, kind, source, f"gate.{key}")
+    policy = GatePolicy(**values)
+    if not 0 < policy.alpha < 0.5:
+        raise fail(source, "gate.alpha", f"must be in (0, 0.5), got {policy.alpha}")
+    if policy.repetitions < 1 or policy.warmup < 0:
+        raise fail(source, "gate.repetitions", "repetitions must be ≥ 1 and warmup ≥ 0")
+    return policy
+
+
+def _check_references(pairs: Mapping[str, PairConfig], source: str) -> None:
+    for pair in pairs.values():
+        if pair.reference is None:
+            continue
+        key = f"pairs.{pair.name}.reference"
+        if pair.reference not in pairs:
+            raise fail(
+                source,
+                key,
+                f"{pair.reference!r} is not a pair of this config.{did_you_mean(pair.reference, list(pairs))} "
+                f"Known: {', '.join(pairs)}",
+            )
+        if pair.reference == pair.name:
+            raise fail(source, key, "a pair cannot be its own reference; name the released configuration's pair")
+
+
+def load_project_config(path: Path) -> ProjectConfig:
+    """Read and validate `specgate.yaml`."""
+    source = str(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: project config not found. Create specgate.yaml or pass --specgate-config=PATH.")
+    raw = mapping(read_yaml(path) or {}, source, "(top level)")
+    check_keys(raw, ["pairs", "workloads", "gate"], source, "")
+    pairs_raw = mapping(raw.get("pairs", {}), source, "pairs")
+    workloads_raw = mapping(raw.get("workloads", {}), source, "workloads")
+    if not pairs_raw:
+        raise fail(source, "pairs", "at least one pair is required")
+    if not workloads_raw:
+        raise fail(source, "workloads", "at least one workload is required")
+    pairs = {str(n): _pair(str(n), d, source) for n, d in pairs_raw.items()}
+    _check_references(pairs, source)
+    return ProjectConfig(
+        pairs=pairs,
+        workloads={str(n): _workload(str(n), d, source, path.parent) for n, d in workloads_raw.items()},
+        gate=_gate(raw.get("gate", {}), source),
+        source=path,
+    )
+
+
+def parse_selection(option: str, values: Sequence[str] | None, known: Sequence[str], default: list[str]) -> list[str]:
+    """Validate a `--pair`/`--workload` selection (repeatable, comma-separated) against the config."""
+    if not values:
+        return default
+    chosen: list[str] = []
+    for value in values:
+        for name in (v.strip() for v in value.split(",")):
+            if not name:
+                continue
+            if name == "all":
+                chosen.extend(n for n in known if n not in chosen)
+                continue
+            if name not in known:
+                raise ConfigError(
+                    f"--{option}={name!r} is not in the project config.{did_you_mean(name, known)} "
+                    f"Known: {', '.join(known)}, or 'all'."
+                )
+            if name not in chosen:
+                chosen.append(name)
+    return chosen

@@ -1,0 +1,20 @@
+"""Which pair × workload (× arm or metric) a pytest item of a gate session checks: shared by the plugin and the
+Allure integration."""
+
+from __future__ import annotations
+
+import pytest
+
+from specgate.checks.catalogue import Target
+
+
+def item_target(item: pytest.Item) -> Target | None:
+    """The item's `pair`, `workload` and, for catalogue checks per arm or metric, `check_param` parameters."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    pair, workload = callspec.params.get("pair"), callspec.params.get("workload")
+    if not isinstance(pair, str) or not isinstance(workload, str):
+        return None
+    param = callspec.params.get("check_param")
+    return Target(pair, workload, param if isinstance(param, str) else None)

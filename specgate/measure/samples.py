@@ -1,0 +1,100 @@
+"""Samples: one row per measured request, the form in which runs are compared and stored.
+
+A `Sample` keeps what the regression comparisons read (TTFT, TPOT, E2EL, the request's wall time, the draft tokens
+proposed and accepted, the output token ids) under the key `prompt#round`, the unit that pairs an arm's request with
+the same request in another arm or another run. `ArmSamples` holds an arm's samples and the wall time of each of its
+engine calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specgate.engines.base import ArmRun
+from specgate.measure.metrics import request_metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One completed request of one arm. `wall_ms` is the request's own engine time: the whole engine call for
+    engines that take one request at a time, submit to done for batching engines."""
+
+    key: str
+    prompt_id: str
+    repetition: int
+    ttft_ms: float
+    tpot_ms: float | None
+    e2el_ms: float
+    wall_ms: float
+    output_tokens: int
+    drafted: int
+    accepted: int
+    output_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSamples:
+    """The samples of one arm and the wall time and key of each of its engine calls (units of the speedup)."""
+
+    samples: tuple[Sample, ...]
+    run_walls_s: tuple[float, ...]
+    run_keys: tuple[str, ...]
+
+    def values(self, metric: str) -> tuple[list[float], list[str]]:
+        """Per-request values of a metric with their pairing keys (requests without the metric left out)."""
+        pairs = [(getattr(s, metric), s.key) for s in self.samples if getattr(s, metric) is not None]
+        return [float(v) for v, _ in pairs], [k for _, k in pairs]
+
+    def by_key(self, metric: str) -> dict[str, float]:
+        values, keys = self.values(metric)
+        return dict(zip(keys, values, strict=True))
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        drafted = sum(s.drafted for s in self.samples)
+        return sum(s.accepted for s in self.samples) / drafted if drafted else None
+
+    @property
+    def outputs(self) -> dict[str, tuple[int, ...]]:
+        return {s.key: s.output_ids for s in self.samples}
+
+
+def sample_key(prompt_id: str, repetition: int) -> str:
+    return f"{prompt_id}#{repetition}"
+
+
+def run_key(run: ArmRun, index: int) -> str:
+    """prompt#round for a one-request engine call, `rep<round>` for a whole-arm call."""
+    first = run.traces[0] if run.traces else None
+    if len(run.traces) == 1 and first is not None:
+        return sample_key(first.prompt_id, first.repetition)
+    return f"rep{first.repetition if first else index}"
+
+
+def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
+    """The samples of one arm's runs (failed requests are left out: they are counted by the samples check)."""
+    samples = []
+    for run in runs:
+        single = len(run.traces) == 1
+        for trace in run.traces:
+            metrics = request_metrics(trace)
+            if metrics is None:
+                continue
+            wall_s = run.wall_s if single else trace.done_s - trace.submit_s
+            samples.append(
+                Sample(
+                    key=sample_key(trace.prompt_id, trace.repetition),
+                    prompt_id=trace.prompt_id,
+                    repetition=trace.repetition,
+                    ttft_ms=metrics.ttft_ms,
+                    tpot_ms=metrics.tpot_ms,
+                    e2el_ms=metrics.e2el_ms,
+                    wall_ms=1000.0 * wall_s,
+                    output_tokens=metrics.output_tokens,
+                    drafted=sum(trace.drafted),
+                    accepted=sum(trace.accepted),
+                    output_ids=trace.output_ids,
+                )
+            )
+    walls = tuple(run.wall_s for run in runs)
+    return ArmSamples(tuple(samples), walls, tuple(run_key(run, i) for i, run in enumerate(runs)))

@@ -1,0 +1,1 @@
+"""Storage: files written atomically, dataclasses to and from JSON, and the stored baselines."""
