@@ -277,7 +277,8 @@ class GateRun:
         """The stored form of an evaluation (what a baseline would hold)."""
         gate = dataclasses.asdict(self.policy)
         candidates = tuple(a.name for a in evaluation.plan.candidates)
-        return record_run(evaluation, self.hardware.name, gate, self.project.source.parent, candidates)
+        limits = dataclasses.asdict(self.sla(evaluation.where[0]))
+        return record_run(evaluation, self.hardware.name, gate, self.project.source.parent, candidates, limits)
 
     def regression_check(self, pair_name: str, workload_name: str, metric: str) -> Check:
         """The check of one metric against the baseline; the first call compares the whole run (Holm)."""
@@ -399,10 +400,21 @@ class GateRun:
     def verdict(self) -> Verdict:
         return decide(self.hardware.name, self.checks, self.errors, self.recommendations())
 
+    def write_runs(self) -> list[Path]:
+        """Each evaluation's record, in the baselines' format, under `<out>/runs/<hardware>/<pair>/<workload>.json`:
+        `specgate baseline diff BASELINE RUN` then reproduces the gate's regression decisions offline."""
+        written = []
+        for evaluation in self.evaluations():
+            path = baseline_path(self.out_dir / "runs", self.hardware.name, *evaluation.where)
+            write_baseline(path, self.record(evaluation))
+            written.append(path)
+        return written
+
     def finish(self) -> Verdict:
-        """Write the baselines (with --update-baselines) and every report; release the engines."""
+        """Write the baselines (with --update-baselines), the run records and every report; release the engines."""
         try:
             self.write_baselines()
+            self.write_runs()
             from specgate.reports import write_reports
 
             self.document = write_reports(self)

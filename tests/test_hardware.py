@@ -23,13 +23,11 @@ from specgate.hardware.telemetry import (
     SOURCES,
     TelemetrySampler,
     estimate_missing_energy,
-    parse_npu_smi_info,
-    parse_npu_smi_power,
-    parse_nvidia_smi_csv,
     rapl_delta_uj,
     read_rapl_energy_uj,
     trapezoid_energy_j,
 )
+from specgate.hardware.telemetry_parsers import parse_npu_smi_info, parse_npu_smi_power, parse_nvidia_smi_csv
 
 DATA = Path(__file__).parent / "data" / "telemetry"
 PROFILES = Path(__file__).parent.parent / "hardware"

@@ -23,7 +23,8 @@ import pytest
 from specgate.config import PairConfig, Speculation, load_hardware_profile
 from specgate.engines.base import ArmRun, Prompt, SpecCounters
 from specgate.engines.counters import counters_delta
-from specgate.engines.vllm_engine import VllmEngine, read_spec_counters, speculative_config
+from specgate.engines.vllm_engine import VllmEngine
+from specgate.engines.vllm_io import read_spec_counters, speculative_config
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.measure.metrics import summarize_arm
 from specgate.models import ResolvedModel
@@ -269,7 +270,8 @@ def test_unknown_arm_is_refused() -> None:
 
 def _with_arms(engine: VllmEngine, speculation: Speculation) -> None:
     """Set the arms up as `load` would, without vLLM: the target folder is not read."""
-    from specgate.engines.vllm_engine import _Setup, speculative_config
+    from specgate.engines.vllm_engine import _Setup
+    from specgate.engines.vllm_io import speculative_config
     from specgate.plan import two_arm_plan
 
     target = ResolvedModel(MODEL, Path("/models/target"), "0" * 64)

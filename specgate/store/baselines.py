@@ -71,6 +71,7 @@ def baseline_document(record: RunRecord) -> dict[str, Any]:
             "git_commit": record.git_commit,
             "date": record.recorded_at,
             "gate": dict(record.gate),
+            "sla": dict(record.limits),
             "prompts": list(record.prompts),
         },
     }
@@ -175,6 +176,7 @@ def _record(raw: Mapping[str, Any]) -> RunRecord:
         git_commit=provenance.get("git_commit"),
         specgate=str(provenance.get("specgate", "")),
         gate=dict(provenance.get("gate") or {}),
+        limits={str(k): float(v) for k, v in (provenance.get("sla") or {}).items()},
         prompts=tuple(str(p) for p in provenance.get("prompts") or ()),
     )
 

@@ -25,7 +25,7 @@ class RunRecord:
     """One run of a pair × workload: the samples of each arm and where they came from.
 
     `models` maps arm → role (`target`, `draft`) → the model file's SHA-256; `gate` is the gate policy it was
-    measured under; `prompts` the workload's prompt ids in order."""
+    measured under and `limits` the SLA limits it was judged with; `prompts` the workload's prompt ids in order."""
 
     hardware: str
     pair: str
@@ -39,6 +39,7 @@ class RunRecord:
     git_commit: str | None = None
     specgate: str = __version__
     gate: Mapping[str, Any] = field(default_factory=dict)
+    limits: Mapping[str, float] = field(default_factory=dict)
     prompts: tuple[str, ...] = ()
 
     def speedup(self, arm: str = "spec", plain: str = "ar") -> float | None:
@@ -63,6 +64,7 @@ def record_run(
     gate: Mapping[str, Any],
     project_dir: Path,
     arms: tuple[str, ...] | None = None,
+    limits: Mapping[str, float] | None = None,
 ) -> RunRecord:
     """The record of an evaluation (of the given arms, by default all)."""
     m = evaluation.measurement
@@ -79,5 +81,6 @@ def record_run(
         recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         git_commit=git_commit(project_dir),
         gate=dict(gate),
+        limits=dict(limits or {}),
         prompts=tuple(p.id for p in m.prompts),
     )
