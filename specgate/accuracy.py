@@ -29,7 +29,7 @@ from specgate.errors import ConfigError
 
 Reference = str | Sequence[str]
 Task = Literal["numeric", "span", "summary"]
-TASKS: tuple[Task, ...] = ("numeric", "span", "summary")
+SCORED_TASKS: tuple[Task, ...] = ("numeric", "span", "summary")
 BINARY_TASKS = frozenset({"numeric", "span"})
 
 # A number as models write it: -2, $5, 1,234, 3.50, 1/2 (a percent sign after it is simply ignored). The look-behind
@@ -245,8 +245,8 @@ def score_outputs(task: str, outputs: Mapping[str, str], references: Mapping[str
 
     A prompt with a reference but no output counts as wrong (fail closed); outputs without a reference are ignored.
     """
-    if task not in TASKS:
-        raise ValueError(f"task={task!r} is not a known accuracy task. Known: {', '.join(TASKS)}")
+    if task not in SCORED_TASKS:
+        raise ValueError(f"task={task!r} is not a known accuracy task. Known: {', '.join(SCORED_TASKS)}")
     scorers: dict[str, Callable[[str, Reference], float]] = {
         "numeric": lambda out, ref: float(score_numeric(out, ref)),
         "span": lambda out, ref: float(score_span(out, ref)),

@@ -9,7 +9,7 @@ speedup over, and its outputs compared with, the plain-decoding arm it was timed
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specgate.accuracy import TaskAccuracy, score_outputs
@@ -20,7 +20,7 @@ from specgate.hardware.roofline import Roofline, summarize_roofline
 from specgate.measure.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
 from specgate.measure.monitor import Observation
 from specgate.measure.protocol import Measurement
-from specgate.measure.samples import ArmSamples, arm_samples
+from specgate.measure.samples import ArmSamples, arm_samples, probe_samples
 from specgate.plan import MeasurementPlan
 
 NEAR_TIE_LOGITS = 0.5
@@ -77,6 +77,7 @@ class Evaluation:
     accuracy: Mapping[str, TaskAccuracy]
     energy: EnergyReport | None = None
     roofline: Roofline | None = None
+    probes: Mapping[str, ArmSamples] = field(default_factory=dict)
 
     @property
     def plan(self) -> MeasurementPlan:
@@ -209,6 +210,7 @@ def evaluate(
         task=task,
         summaries=summaries,
         samples={arm: arm_samples(runs) for arm, runs in measurement.runs.items()},
+        probes={arm: probe_samples(runs) for arm, runs in measurement.probes.items()},
         speedups=speedups,
         losslessness=losslessness,
         accuracy=score_arms(measurement, task) if task != "generate" else {},

@@ -148,3 +148,47 @@ def truncated_copy(source: ResolvedModel, layers: int) -> Path:
         AutoTokenizer.from_pretrained(source.folder).save_pretrained(work)
 
     return publish_folder(target, build)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizerIdentity:
+    """What makes two tokenizers the same: a hash of their vocabulary files and chat template."""
+
+    digest: str
+    vocab_size: int | None
+    source: str
+
+    def describe(self) -> str:
+        size = "unknown vocabulary" if self.vocab_size is None else f"vocabulary {self.vocab_size}"
+        return f"{size}, {self.source} {self.digest[:12]}"
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model", "vocab.txt")
+
+
+def tokenizer_identity(reference: str, base_dir: Path | None = None) -> TokenizerIdentity:
+    """The tokenizer of a model reference (a GGUF is converted into the cache first, once)."""
+    import json
+
+    folder = resolve(reference, base_dir).folder
+    digest = hashlib.sha256()
+    found = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    if not found:
+        raise ModelNotFoundError(f"model {reference!r}: {folder} has no tokenizer files ({', '.join(TOKENIZER_FILES)})")
+    vocab_size = None
+    for name in found:
+        data = (folder / name).read_bytes()
+        digest.update(name.encode() + b"\0" + data)
+        if name == "tokenizer.json":
+            try:
+                vocab_size = len(json.loads(data).get("model", {}).get("vocab", {})) or None
+            except ValueError:
+                vocab_size = None
+    config = folder / "tokenizer_config.json"
+    if config.is_file():
+        try:
+            template = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
+        except ValueError:
+            template = None
+        digest.update(str(template).encode())
+    return TokenizerIdentity(digest.hexdigest(), vocab_size, "+".join(found))

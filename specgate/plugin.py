@@ -24,9 +24,9 @@ from specgate.config import HardwareProfile, PairConfig, WorkloadConfig
 from specgate.engines.base import Engine
 from specgate.errors import SpecgateError
 from specgate.evaluation import Evaluation
-from specgate.items import item_target
 from specgate.measure.protocol import Measurement
-from specgate.reports.plugins import register_reports
+from specgate.pytest_plugins.items import item_target
+from specgate.pytest_plugins.reports import register_reports
 from specgate.run import GateOptions, GateRun
 
 RUN_KEY = pytest.StashKey[GateRun]()
@@ -87,6 +87,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write this run's measurements as the new baselines (only on purpose: reference builds).",
     )
     group.addoption(
+        "--reference",
+        default=None,
+        metavar="PAIR",
+        help="Measure PAIR (the released configuration) beside every selected pair and judge the regression on "
+        "the two, on this machine in this run; 'none' switches reference mode off (default: pairs.<pair>.reference).",
+    )
+    group.addoption(
+        "--inject-slowdown",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="Self-test of the gate's power: add FRACTION (e.g. 0.10) of every decode step's time to the candidate's "
+        "arms. Printed loudly in the verdict; refused with --update-baselines (default: 0, off).",
+    )
+    group.addoption(
         "--specgate-out",
         default=None,
         metavar="DIR",
@@ -131,6 +146,8 @@ def _build_run(config: pytest.Config) -> GateRun | None:
             baselines_dir=_path(config, "baselines_dir"),
             out_dir=_path(config, "specgate_out"),
             update_baselines=bool(config.getoption("update_baselines")),
+            reference=config.getoption("reference"),
+            inject_slowdown=float(config.getoption("inject_slowdown")),
         )
     )
 
@@ -203,6 +220,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return
+    run.asked = any(item.get_closest_marker(CHECK_MARKER) for item in items)
     kept: list[pytest.Item] = []
     deselected: list[pytest.Item] = []
     for item in items:
@@ -213,7 +231,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker(CHECK_MARKER) or GATE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker("gate")
-    run.gate_items = sum(1 for item in items if item.get_closest_marker("gate"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Count the gate items that will run, after every deselection (`-k`, `-m`, the catalogue's)."""
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.gate_items = sum(1 for item in session.items if item.get_closest_marker("gate"))
 
 
 def _applies(item: pytest.Item, run: GateRun) -> bool:
@@ -240,11 +264,17 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     run = item.config.stash.get(RUN_KEY, None)
-    if run is not None and item.get_closest_marker("gate") and call.excinfo is not None:
-        if report.skipped:
+    if run is None or not item.get_closest_marker("gate"):
+        return report
+    if call.excinfo is not None:
+        if call.excinfo.errisinstance(KeyboardInterrupt):
+            run.interrupted = True
+        elif report.skipped:
             run.errors.append(f"{item.nodeid}: check skipped ({call.excinfo.value}); a skipped check is not a pass")
         elif not call.excinfo.errisinstance(pytest.fail.Exception):
             run.errors.append(f"{item.nodeid}: {call.excinfo.typename}: {call.excinfo.value}")
+    if call.when == "call" or (call.excinfo is not None and call.when == "setup"):
+        run.finished_items += 1
     return report
 
 
@@ -256,9 +286,13 @@ def _informational(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write the verdict of a session that gated: one that ran gate items, or was asked to (collected suites) and
+    selected none, which blocks. Informational sessions and sessions without any gate test write nothing."""
     run = session.config.stash.get(RUN_KEY, None)
-    if run is None or not run.gate_items or _informational(session.config):
+    if run is None or _informational(session.config) or not (run.gate_items or run.asked):
         return
+    if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail:
+        run.interrupted = run.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
     verdict = run.finish()
     if not verdict.passed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,13 +1,14 @@
 """The state of one gate run: configuration, plans, loaded engines, cached measurements, checks and the verdict.
 
 `GateRun` has no pytest dependency. `GateRun.from_options(GateOptions(...))` validates everything a run needs
-before any engine starts (config, profile, selection, engine libraries, model files); `run_all()` then runs every
-applicable check of the catalogue and returns the verdict, and `finish()` writes the baselines (when asked) and the
-reports. The pytest plugin drives the same object: it only adapts options, collection, items and the exit status.
+before any engine starts (config, profile, selection, references, engine libraries, model files); `run_all()` then
+runs every applicable check of the catalogue and returns the verdict, and `finish()` writes the baselines (when
+asked, and only from a run that passed) and the reports. The pytest plugin drives the same object: it only adapts
+options, collection, items and the exit status.
 
-Engines are loaded once per pair (with every arm of the pair's plans) and measurements made once per pair ×
-workload; a failure is cached too, so every check that needs it reports the same reason instead of re-running a
-broken engine.
+Engines are loaded once per pair (with every arm of the pair's plans, the reference's included) and measurements
+made once per pair × workload; a failure is cached too, so every check that needs it reports the same reason
+instead of re-running a broken engine.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specgate.checks import REGRESSION, Check
-from specgate.checks.catalogue import CATALOGUE, CheckSpec, Target, params
-from specgate.checks.regression import decide_comparisons, pending_comparisons
+from specgate.checks import Check
+from specgate.checks.catalogue import CheckSpec, Target, applicable
+from specgate.checks.judgement import Subject, family_size, judge, stop_rule
 from specgate.checks.sla import recommendations
 from specgate.checks.verdict import Verdict, decide
-from specgate.comparison import METRIC_NAMES, TASK_ACCURACY, Arms
 from specgate.config import (
     GatePolicy,
     HardwareProfile,
@@ -36,25 +36,30 @@ from specgate.config import (
     parse_selection,
     with_sla,
 )
-from specgate.engines.base import Engine, ExplainsDivergences, SamplesOutputs
-from specgate.errors import ConfigError, MeasurementError
+from specgate.engines.base import Engine, ExplainsDivergences
+from specgate.errors import BaselineError, ConfigError
 from specgate.evaluation import Evaluation, evaluate
+from specgate.hardware.fingerprint import Fingerprint, run_fingerprint
 from specgate.measure.monitor import ArmMonitor
-from specgate.measure.protocol import Measurement, measure_plan
+from specgate.measure.protocol import Measurement, StopRule, measure_plan
 from specgate.measure.workloads import load_workload
-from specgate.plan import MeasurementPlan, build_plan, engine_arms
+from specgate.plan import Arm, MeasurementPlan, build_plan, engine_arms
 from specgate.reports.document import VerdictDocument
 from specgate.stats.distribution import DistributionTest
-from specgate.stats.tests import Comparison
-from specgate.store.baselines import Baseline, baseline_path, load_baseline, write_baseline
+from specgate.store.baselines import Baseline, BaselineStore, append_run, write_run
 from specgate.store.records import RunRecord, record_run
 
 EngineFactory = Callable[[str, Path], Engine]
+NO_REFERENCE = "none"
 
 
 @dataclass(frozen=True, slots=True)
 class GateOptions:
-    """What a gate run is asked to do (the plugin fills it from the command line)."""
+    """What a gate run is asked to do (the plugin fills it from the command line).
+
+    `reference` names the pair measured beside every selected pair (reference mode), or `"none"` to switch a
+    configured reference off; `inject_slowdown` is the self-test: that fraction of every decode step's time is added
+    to the candidate's arms."""
 
     config: Path
     hardware: str = "cpu"
@@ -65,6 +70,8 @@ class GateOptions:
     baselines_dir: Path | None = None
     out_dir: Path | None = None
     update_baselines: bool = False
+    reference: str | None = None
+    inject_slowdown: float = 0.0
 
 
 @dataclass
@@ -80,28 +87,30 @@ class GateRun:
     baselines_dir: Path
     update_baselines: bool = False
     engine_factory: EngineFactory | None = None
+    reference_override: str | None = None
+    inject_slowdown: float = 0.0
     checks: list[Check] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     gate_items: int = 0
+    finished_items: int = 0
+    asked: bool = False
+    interrupted: bool = False
     written_baselines: list[Path] = field(default_factory=list)
+    document: VerdictDocument | None = None
     _engines: dict[str, Engine | BaseException] = field(default_factory=dict)
     _evaluations: dict[tuple[str, str], Evaluation | BaseException] = field(default_factory=dict)
-    _regressions: dict[tuple[str, str, str], Check | BaseException] | None = None
+    _regressions: dict[tuple[str, str, str], Check | Exception] | None = None
     _sampled: dict[tuple[str, str, str], DistributionTest | BaseException] = field(default_factory=dict)
-    document: VerdictDocument | None = None
+    _fingerprints: dict[tuple[str, str], Fingerprint] = field(default_factory=dict)
 
     @classmethod
     def from_options(cls, options: GateOptions) -> GateRun:
         """Validate the options and everything they name; a `ConfigError` says what is wrong before anything runs."""
-        from specgate.engines.registry import engine_spec, require_engine
         from specgate.hardware.backends import get_backend
-        from specgate.models import locate
 
         project = load_project_config(options.config.resolve())
         base = project.source.parent
         hardware = load_hardware_profile(options.hardware, options.hardware_dir or base / "hardware")
-        if options.engine is not None:
-            engine_spec(options.engine)
         pairs = parse_selection("pair", options.pairs, list(project.pairs), project.default_pairs())
         workloads = parse_selection("workload", options.workloads, list(project.workloads), project.default_workloads())
         get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
@@ -114,14 +123,12 @@ class GateRun:
             out_dir=options.out_dir or base / "reports",
             baselines_dir=options.baselines_dir or base / "baselines",
             update_baselines=options.update_baselines,
+            reference_override=options.reference,
+            inject_slowdown=options.inject_slowdown,
         )
-        for name in pairs:
-            spec = require_engine(run.engine_name(name), name)
-            if spec.local_models:
-                for arm in run.arms(name):
-                    locate(arm.target, base)
-                    if arm.speculation is not None and arm.speculation.draft is not None:
-                        locate(arm.speculation.draft, base)
+        from specgate.validation import validate_run
+
+        validate_run(run)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         return run
 
@@ -144,12 +151,24 @@ class GateRun:
         return with_sla(self.hardware, self.pair(pair_name).sla)
 
     def reference_of(self, pair_name: str) -> str | None:
-        return self.pair(pair_name).reference
+        """The pair measured beside `pair_name` (reference mode), or None."""
+        override = self.reference_override
+        if override == NO_REFERENCE:
+            return None
+        chosen = override or self.pair(pair_name).reference
+        return None if chosen == pair_name else chosen
 
     def plan(self, pair_name: str, workload_name: str) -> MeasurementPlan:
-        return build_plan(self.project, pair_name, workload_name, self.hardware, reference=self.reference_of(pair_name))
+        return build_plan(
+            self.project,
+            pair_name,
+            workload_name,
+            self.hardware,
+            reference=self.reference_of(pair_name),
+            slowdown=self.inject_slowdown,
+        )
 
-    def arms(self, pair_name: str) -> tuple:  # type: ignore[type-arg]
+    def arms(self, pair_name: str) -> tuple[Arm, ...]:
         return engine_arms([self.plan(pair_name, w) for w in self.workloads])
 
     # --- measuring -------------------------------------------------------------------------------------------------
@@ -187,19 +206,26 @@ class GateRun:
             raise cached
         return cached
 
+    def _policy_of(self, workload: WorkloadConfig) -> GatePolicy:
+        if workload.repetitions is None:
+            return self.policy
+        # e.g. an accuracy probe: greedy outputs repeat exactly, one pass is enough
+        return dataclasses.replace(self.policy, repetitions=workload.repetitions, max_repetitions=workload.repetitions)
+
     def _evaluate(self, pair_name: str, workload_name: str) -> Evaluation:
         from specgate.hardware.backends import get_backend
 
         engine = self.engine(pair_name)
         plan = self.plan(pair_name, workload_name)
         workload = self.workload(workload_name)
-        policy = self.policy
-        if workload.repetitions is not None:  # e.g. an accuracy probe: greedy outputs repeat exactly
-            policy = dataclasses.replace(policy, repetitions=workload.repetitions)
+        policy = self._policy_of(workload)
+        prompts = load_workload(workload)
         monitor = ArmMonitor(self.hardware, get_backend(self.hardware.backend, self.hardware.device))
+        stop = self._stop_rule(plan, workload, len(prompts))
         try:
+            probes = policy.ttft_probes if plan.beside and workload.gate_speed else 0
             measurement = measure_plan(
-                engine, plan, load_workload(workload), policy, hardware=self.hardware.name, observer=monitor
+                engine, plan, prompts, policy, hardware=self.hardware.name, observer=monitor, stop=stop, probes=probes
             )
         finally:
             observation = monitor.finish()
@@ -214,6 +240,18 @@ class GateRun:
             explainer=engine if isinstance(engine, ExplainsDivergences) else None,
         )
 
+    def _stop_rule(self, plan: MeasurementPlan, workload: WorkloadConfig, prompts: int) -> StopRule | None:
+        """In reference mode, more rounds while a latency comparison beside the reference is UNKNOWN."""
+        policy = self._policy_of(workload)
+        if not plan.beside or not workload.gate_speed or policy.max_repetitions <= policy.repetitions:
+            return None
+        return stop_rule(plan, self.hardware.name, self.sla(plan.pair), policy, self.family(), prompts)
+
+    def family(self) -> int:
+        """The number of latency comparisons the run gates (the multiple-comparison family)."""
+        plans = [(self.plan(p, w), self.workload(w).gate_speed) for p in self.pairs for w in self.workloads]
+        return family_size(plans)
+
     def evaluations(self) -> list[Evaluation]:
         return [e for e in self._evaluations.values() if isinstance(e, Evaluation)]
 
@@ -222,11 +260,19 @@ class GateRun:
 
     def sampled(self, pair_name: str, workload_name: str, arm: str) -> DistributionTest:
         """The sampled-decoding distribution test of an arm against its plain arm (workloads with `sampling:`)."""
+        from specgate.measure.sampled import measure_sampled
+
         key = (pair_name, workload_name, arm)
         cached = self._sampled.get(key)
         if cached is None:
+            workload = self.workload(workload_name)
             try:
-                cached = self._sample(pair_name, workload_name, arm)
+                if workload.sampling is None:
+                    raise ConfigError(f"workload {workload_name!r} declares no `sampling:`")
+                plain = self.plan(pair_name, workload_name).baseline_of(arm) or "ar"
+                engine = self.engine(pair_name)
+                prompts = load_workload(workload)
+                cached = measure_sampled(engine, prompts, plain, arm, workload.sampling, self.policy.alpha)
             except Exception as exc:
                 cached = exc
             self._sampled[key] = cached
@@ -234,140 +280,99 @@ class GateRun:
             raise cached
         return cached
 
-    def _sample(self, pair_name: str, workload_name: str, arm: str) -> DistributionTest:
-        from specgate.stats.distribution import compare_distributions
+    # --- records, fingerprints and baselines -----------------------------------------------------------------------
 
-        engine = self.engine(pair_name)
-        settings = self.workload(workload_name).sampling
-        if settings is None:
-            raise ConfigError(f"workload {workload_name!r} declares no `sampling:`")
-        if not isinstance(engine, SamplesOutputs):
-            raise MeasurementError(f"engine {engine.name!r} cannot sample outputs; run this workload on transformers")
-        plain = self.plan(pair_name, workload_name).baseline_of(arm) or "ar"
-        prompts = load_workload(self.workload(workload_name))[: settings.prompts]
-        samples: dict[str, dict[str, list[tuple[int, ...]]]] = {}
-        for index, prompt in enumerate(prompts):
-            seeds = range(settings.seed + 10_000 * index, settings.seed + 10_000 * index + settings.samples)
-            samples[prompt.id] = {
-                name: engine.sample(
-                    prompt,
-                    name,
-                    seeds=seeds,
-                    max_new_tokens=settings.positions,
-                    temperature=settings.temperature,
-                    top_p=settings.top_p,
-                )
-                for name in (plain, arm)
-            }
-        return compare_distributions(
-            samples, reference=plain, candidate=arm, positions=settings.positions, alpha=self.policy.alpha
+    def fingerprint(self, evaluation: Evaluation) -> Fingerprint:
+        """This machine's fingerprint for the evaluation's engine and dtype."""
+        m = evaluation.measurement
+        key = (m.engine, evaluation.plan.arm(evaluation.plan.released).dtype)
+        if key not in self._fingerprints:
+            self._fingerprints[key] = run_fingerprint(self.hardware, m.engine, m.versions, key[1])
+        return self._fingerprints[key]
+
+    def record(self, evaluation: Evaluation, *, every_arm: bool = False) -> RunRecord:
+        """The stored form of an evaluation: the candidate's arms (what a baseline holds), or every arm."""
+        names = evaluation.plan.names if every_arm else tuple(a.name for a in evaluation.plan.candidates)
+        return record_run(
+            evaluation,
+            self.hardware.name,
+            dataclasses.asdict(self.policy),
+            self.project.source.parent,
+            names,
+            dataclasses.asdict(self.sla(evaluation.where[0])),
+            self.fingerprint(evaluation),
         )
 
-    # --- regression against baselines ------------------------------------------------------------------------------
+    @property
+    def store(self) -> BaselineStore:
+        return BaselineStore(self.baselines_dir, self.hardware.name, self.project.source.parent)
 
-    def baseline_file(self, pair_name: str, workload_name: str) -> Path:
-        return baseline_path(self.baselines_dir, self.hardware.name, pair_name, workload_name)
-
-    def _baseline_or_none(self, pair_name: str, workload_name: str) -> Baseline | None:
-        path = self.baseline_file(pair_name, workload_name)
-        expect = (self.hardware.name, pair_name, workload_name)
-        return load_baseline(path, expect) if path.exists() else None
-
-    def record(self, evaluation: Evaluation) -> RunRecord:
-        """The stored form of an evaluation (what a baseline would hold)."""
-        gate = dataclasses.asdict(self.policy)
-        candidates = tuple(a.name for a in evaluation.plan.candidates)
-        limits = dataclasses.asdict(self.sla(evaluation.where[0]))
-        return record_run(evaluation, self.hardware.name, gate, self.project.source.parent, candidates, limits)
-
-    def regression_check(self, pair_name: str, workload_name: str, metric: str) -> Check:
-        """The check of one metric against the baseline; the first call compares the whole run (Holm)."""
+    def regression_check(self, pair_name: str, workload_name: str, name: str) -> Check:
+        """One regression check (`reference:*` or `regression:*`); the first call judges the whole run."""
         if self._regressions is None:
-            self._regressions = self._compare_all()
-        outcome = self._regressions[(pair_name, workload_name, metric)]
+            self._regressions = self._judge()
+        outcome = self._regressions.get((pair_name, workload_name, name))
+        if outcome is None:
+            outcome = self._regressions.get((pair_name, workload_name, "*"))
+        if outcome is None:
+            raise KeyError(f"{pair_name}/{workload_name}: no regression check {name!r} was judged")
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
 
-    def _compare_all(self) -> dict[tuple[str, str, str], Check | BaseException]:
-        outcomes: dict[tuple[str, str, str], Check | BaseException] = {}
-        pending: list[tuple[tuple[str, str], str, str, Comparison]] = []
+    def _judge(self) -> dict[tuple[str, str, str], Check | Exception]:
+        subjects: dict[tuple[str, str], Subject | Exception] = {}
         for pair_name in self.pairs:
             for workload_name in self.workloads:
                 where = (pair_name, workload_name)
-                names = (*METRIC_NAMES, TASK_ACCURACY)
                 try:
                     evaluation = self.evaluation(*where)
-                    baseline = self._baseline_or_none(*where)
                 except Exception as exc:
-                    outcomes.update({(*where, name): exc for name in names})
+                    subjects[where] = exc
                     continue
-                if baseline is None:
-                    outcomes.update({(*where, name): self._no_baseline_check(*where, name) for name in names})
-                    continue
-                source = self._relative(baseline.path)
-                plan = evaluation.plan
-                done, comparisons = pending_comparisons(
-                    where,
-                    baseline.record,
-                    self.record(evaluation),
-                    source,
-                    Arms(plan.released, plan.plain),
-                    self.policy,
+                try:
+                    baseline: Baseline | Exception | None = self.store.load(*where)
+                except BaselineError as exc:
+                    baseline = exc
+                subjects[where] = Subject(
+                    evaluation.plan,
+                    self.record(evaluation, every_arm=True),
+                    baseline,
+                    self.store.relative(self.store.path(*where)),
                     self.sla(pair_name),
+                    len(evaluation.measurement.prompts),
+                    evaluation.measurement.rounds,
                 )
-                outcomes.update({(*where, name): result for name, result in done.items()})
-                pending.extend((where, name, source, comparison) for name, comparison in comparisons)
-        decided = decide_comparisons([(w, s, c) for w, _, s, c in pending], self.policy.alpha)
-        for (where, name, _, _), check in zip(pending, decided, strict=True):
-            outcomes[(*where, name)] = check
-        return outcomes
-
-    def _relative(self, path: Path) -> str:
-        """A path as the merge request shows it: relative to the project folder when it lies inside."""
-        try:
-            return str(path.resolve().relative_to(self.project.source.parent.resolve()))
-        except ValueError:
-            return str(path)
-
-    def _no_baseline_check(self, pair_name: str, workload_name: str, metric: str) -> Check:
-        path = self._relative(self.baseline_file(pair_name, workload_name))
-        if self.update_baselines:
-            message = f"update run: no comparison; the baseline is written to {path} at the end of the session"
-            return Check(f"regression:{metric}", pair_name, workload_name, REGRESSION, True, message)
-        message = (
-            f"BLOCK: no baseline for {self.hardware.name}/{pair_name}/{workload_name} ({path}) — run the "
-            "reference build with --update-baselines"
-        )
-        return Check(f"regression:{metric}", pair_name, workload_name, REGRESSION, False, message)
+        return judge(subjects, self.policy, self.family(), update=self.update_baselines, hardware=self.hardware.name)
 
     def write_baselines(self) -> list[Path]:
-        """Write the baseline of every evaluation measured without failures (only with --update-baselines)."""
+        """Append this run to the baseline history of every pair × workload (only with --update-baselines, and only
+        from a run that passed: a blocked run's numbers are never recorded as the reference)."""
         if not self.update_baselines:
             return []
+        verdict = self.verdict()
+        if not verdict.passed:
+            self.errors.append(
+                "--update-baselines: no baseline was written, because the run blocked (see the failed checks); fix "
+                "them and record again"
+            )
+            return []
         for evaluation in self.evaluations():
-            if any(s.n_failed for s in evaluation.summaries.values()):
-                self.errors.append(f"{'/'.join(evaluation.where)}: requests failed; its baseline was not updated")
+            path = self.store.path(*evaluation.where)
+            try:
+                append_run(path, self.record(evaluation), self.policy.history_runs)
+            except (BaselineError, OSError) as exc:
+                self.errors.append(f"{self.store.relative(path)}: baseline not updated: {exc}")
                 continue
-            path = self.baseline_file(*evaluation.where)
-            write_baseline(path, self.record(evaluation))
             self.written_baselines.append(path)
         return self.written_baselines
 
-    # --- checks and the verdict ------------------------------------------------------------------------------------
+    def write_runs(self) -> list[Path]:
+        """Each evaluation's record, in the baselines' format, under `<out>/runs/<hardware>/<pair>/<workload>.json`:
+        `specgate baseline diff BASELINE RUN` then reproduces the gate's regression decisions offline."""
+        return [write_run(self.out_dir / "runs", self.record(e, every_arm=True)) for e in self.evaluations()]
 
-    def targets(self) -> list[tuple[CheckSpec, Target]]:
-        """Every applicable check of the catalogue on the selected pairs and workloads, in catalogue order."""
-        found = []
-        for entry in CATALOGUE:
-            for pair_name in self.pairs:
-                plans = [self.plan(pair_name, w) for w in self.workloads]
-                for workload_name in self.workloads:
-                    for param in params(entry, plans):
-                        target = Target(pair_name, workload_name, param)
-                        if entry.applies(self, target):
-                            found.append((entry, target))
-        return found
+    # --- checks and the verdict ------------------------------------------------------------------------------------
 
     def compute(self, entry: CheckSpec, target: Target) -> Check:
         """Compute one check and record it in the verdict."""
@@ -380,7 +385,7 @@ class GateRun:
 
     def run_all(self) -> Verdict:
         """Run every applicable check without pytest; an exception inside a check is recorded as an error."""
-        targets = self.targets()
+        targets = applicable(self, self.pairs, self.workloads)
         self.gate_items = len(targets)
         for entry, target in targets:
             try:
@@ -388,6 +393,7 @@ class GateRun:
             except Exception as exc:
                 where = "/".join(p for p in (target.pair, target.workload, target.param) if p)
                 self.errors.append(f"{entry.name} {where}: {type(exc).__name__}: {exc}")
+            self.finished_items += 1
         return self.verdict()
 
     def recommendations(self) -> list[str]:
@@ -397,18 +403,25 @@ class GateRun:
                 advice.extend(recommendations(evaluation, self.hardware.name, self.sla(evaluation.where[0])))
         return advice
 
-    def verdict(self) -> Verdict:
-        return decide(self.hardware.name, self.checks, self.errors, self.recommendations())
+    def notices(self) -> list[str]:
+        """What the verdict must say loudly whatever it is."""
+        if not self.inject_slowdown:
+            return []
+        return [
+            f"SELF-TEST: --inject-slowdown={self.inject_slowdown:g} added {self.inject_slowdown:.0%} to every decode "
+            "step of the candidate's arms on purpose: this verdict measures the gate's power, not the release"
+        ]
 
-    def write_runs(self) -> list[Path]:
-        """Each evaluation's record, in the baselines' format, under `<out>/runs/<hardware>/<pair>/<workload>.json`:
-        `specgate baseline diff BASELINE RUN` then reproduces the gate's regression decisions offline."""
-        written = []
-        for evaluation in self.evaluations():
-            path = baseline_path(self.out_dir / "runs", self.hardware.name, *evaluation.where)
-            write_baseline(path, self.record(evaluation))
-            written.append(path)
-        return written
+    def verdict(self) -> Verdict:
+        errors = list(self.errors)
+        if self.interrupted:
+            errors.append("the session was interrupted before every gate check ran: a partial run is not a verdict")
+        elif self.finished_items < self.gate_items:
+            missing = self.gate_items - self.finished_items
+            errors.append(
+                f"{missing} of {self.gate_items} gate checks did not run to the end: a partial run is not a pass"
+            )
+        return decide(self.hardware.name, self.checks, errors, self.recommendations(), self.notices())
 
     def finish(self) -> Verdict:
         """Write the baselines (with --update-baselines), the run records and every report; release the engines."""

@@ -1,7 +1,11 @@
-"""Regression against the stored baseline of this hardware: one item per metric, with its statistics.
+"""Regression: the candidate against the released configuration measured beside it (reference mode), and against
+the stored baselines of this hardware — one item per metric, each PASS, BLOCK or UNKNOWN with its statistics and
+the smallest slowdown it would have caught.
 
-Without a baseline every item blocks ("run the reference build with --update-baselines"); in an update run they
-pass and the baselines are written at the end of the session.
+Latency is judged beside the reference when the pair has one (`reference:` in specgate.yaml, or `--reference`), and
+otherwise against this machine's stored runs only; acceptance, outputs and task accuracy are also compared with the
+stored baseline of any machine. Without a baseline those items block ("run the reference build with
+--update-baselines"); in an update run they pass and the run is added to the baseline's history at the end.
 """
 
 from __future__ import annotations
@@ -9,6 +13,21 @@ from __future__ import annotations
 import pytest
 
 from specgate.plugin import GateCheck
+
+
+@pytest.mark.specgate_check("not_slower_than_reference")
+def test_not_slower_than_reference(gate_check: GateCheck) -> None:
+    gate_check()
+
+
+@pytest.mark.specgate_check("outputs_match_reference")
+def test_outputs_match_reference(gate_check: GateCheck) -> None:
+    gate_check()
+
+
+@pytest.mark.specgate_check("task_accuracy_vs_reference")
+def test_task_accuracy_vs_reference(gate_check: GateCheck) -> None:
+    gate_check()
 
 
 @pytest.mark.specgate_check("no_regression")

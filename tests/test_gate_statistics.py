@@ -1,102 +1,185 @@
-"""The whole regression decision on the FakeEngine (seeded, simulated): false blocks of A/A runs and power.
+"""The gate's statistical decisions on the FakeEngine (seeded, simulated): error rates in both directions.
 
-A "gate decision" is what a run with one pair × workload decides from its baseline: six statistical comparisons
-(Holm-corrected together) plus the acceptance check. Simulated requests: 16 prompts × 2 repetitions, per-prompt
-difficulty fixed across runs, request noise CV 5 %, 48 new tokens.
+Reference mode: the candidate and the reference arm measured beside it (ABBA, with TTFT probes, rounds added while a
+comparison is UNKNOWN). Acceptance: a new draft against the old one on the shipped acceptance pool. Whole-arm
+engines: the speedup from per-request units. Tails: a P99-only regression under a `--pair=all`-sized family.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+import math
 
 import pytest
 
-from conftest import evaluate_fake
-from specgate.checks.regression import acceptance_check
-from specgate.comparison import METRICS, Arms, compare_metric, holm_family
-from specgate.config import GatePolicy, SlaLimits
+from specgate.checks.judgement import Subject, beside, family_size, looks_of
+from specgate.checks.regression import Levels, acceptance_check
+from specgate.config import GatePolicy, SlaLimits, Speculation
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.evaluation import Evaluation
-from specgate.store.baselines import load_baseline, write_baseline
-from specgate.store.records import RunRecord, record_run
+from specgate.measure.protocol import measure_plan
+from specgate.measure.samples import arm_samples, probe_samples
+from specgate.plan import Arm, MeasurementPlan
+from specgate.store.records import RunRecord
 
-POLICY = GatePolicy(repetitions=2, warmup=0, bootstrap_resamples=1000)
+POLICY = GatePolicy(repetitions=2, max_repetitions=6, warmup=0, ttft_probes=3)
 SLA = SlaLimits()
-PROMPTS = tuple(Prompt(f"prompt-{i}", "text", max_new_tokens=48) for i in range(16))
+PLD = Speculation("prompt_lookup", 4)
+PROMPTS = tuple(Prompt(f"doc-{i}", "text", max_new_tokens=48) for i in range(8))
+SHIPPED_POOL = 200  # prompts in suites/workloads/doc_edit.jsonl and doc_proofread.jsonl
+SHIPPED_TOKENS = 80
 
 
-def evaluate(
-    behaviour: FakeBehaviour, seed: int, content_seed: int = 0, prompts: tuple[Prompt, ...] = PROMPTS
-) -> Evaluation:
-    engine = FakeEngine(behaviour, seed=seed, content_seed=content_seed)
-    return evaluate_fake(engine, prompts, POLICY)
+def reference_plan(slowdown: float = 0.0, family: str = "w") -> MeasurementPlan:
+    """ar (shared), spec (candidate), ref-spec (the released configuration), as `build_plan` makes them."""
+    arms = (
+        Arm("ar", "ar", "fake", False, "model", None, "float32"),
+        Arm("spec", "spec", "fake", False, "model", PLD, "float32", slowdown=slowdown),
+        Arm("ref-spec", "spec", "released", True, "model", PLD, "float32"),
+    )
+    return MeasurementPlan(
+        "fake", family, arms, (("spec", "ar"), ("ref-spec", "ar")), beside=(("spec", "ref-spec"),), reference="released"
+    )
 
 
-def as_record(evaluation: Evaluation, tmp_path: Path) -> RunRecord:
-    return record_run(evaluation, "cpu", {}, tmp_path)
-
-
-def gate_blocks(baseline_path: Path, current: Evaluation) -> set[str]:
-    """The names of the checks that block in one gate decision."""
-    before = load_baseline(baseline_path).record
-    after = as_record(current, baseline_path.parent)
-    comparisons = [compare_metric(m, before, after, Arms(), POLICY, SLA) for m in METRICS]
-    blocked = {c.metric for c in holm_family(comparisons, POLICY.alpha) if c.regressed}
-    if not acceptance_check(("fake", "w"), before, after, "spec", "baseline", SLA, POLICY).passed:
-        blocked.add("acceptance_rate")
-    return blocked
-
-
-def record(
-    tmp_path: Path, behaviour: FakeBehaviour, seed: int, content_seed: int, prompts: tuple[Prompt, ...] = PROMPTS
-) -> Path:
-    path = tmp_path / f"baseline-{seed}.json"
-    write_baseline(path, as_record(evaluate(behaviour, seed, content_seed, prompts), tmp_path))
-    return path
-
-
-def block_rate(
-    tmp_path: Path,
-    before: FakeBehaviour,
-    after: FakeBehaviour,
-    trials: int,
-    metric: str | None,
+def judge_reference(
+    behaviour: FakeBehaviour,
+    seed: int,
+    *,
+    slowdown: float = 0.0,
+    family: int | None = None,
+    per_arm: dict[str, FakeBehaviour] | None = None,
+    batched: bool = False,
+    policy: GatePolicy = POLICY,
     prompts: tuple[Prompt, ...] = PROMPTS,
-    new_draft: bool = False,
-) -> float:
-    """Share of trials that block. Baseline and current differ in timing noise; they accept the same draft tokens
-    (same content seed) unless `new_draft`: a different draft model accepts different tokens."""
-    hits = 0
-    for trial in range(trials):
-        baseline = record(tmp_path, before, 2 * trial, content_seed=trial, prompts=prompts)
-        content = trial + 100_000 if new_draft else trial
-        blocked = gate_blocks(baseline, evaluate(after, 2 * trial + 1, content_seed=content, prompts=prompts))
-        hits += bool(blocked) if metric is None else metric in blocked
-    return hits / trials
+) -> dict[str, object]:
+    """One reference-mode gate decision: the `reference:*` checks by name (and the rounds run)."""
+    from specgate.checks.judgement import stop_rule
+
+    plan = reference_plan(slowdown)
+    engine = FakeEngine(behaviour, seed=seed, per_arm=per_arm, batched=batched)
+    engine.load(plan.arms, None)  # type: ignore[arg-type]
+    size = family or family_size([(plan, True)])
+    stop = stop_rule(plan, "cpu", SLA, policy, size, len(prompts))
+    probes = policy.ttft_probes if not batched else 0
+    measurement = measure_plan(engine, plan, prompts, policy, hardware="cpu", stop=stop, probes=probes)
+    arms = {arm: arm_samples(runs) for arm, runs in measurement.runs.items()}
+    record = RunRecord("cpu", "fake", "w", arms, probes={a: probe_samples(r) for a, r in measurement.probes.items()})
+    subject = Subject(plan, record, None, "", SLA, len(prompts), measurement.rounds)
+    levels = Levels(policy.alpha, looks_of(policy, True), size)
+    results: dict[str, object] = dict(beside(subject, policy, levels, ""))
+    results["rounds"] = measurement.rounds
+    return results
 
 
-def test_aa_runs_block_at_most_one_percent(tmp_path: Path) -> None:
-    rate = block_rate(tmp_path, FakeBehaviour(), FakeBehaviour(), trials=1000, metric=None)
-    print(f"A/A false-block rate over 1000 gate decisions: {rate:.3%}")
+def blocked(results: dict[str, object], *names: str) -> set[str]:
+    latency = [n for n in results if n.startswith("reference:") and (not names or n.split(":", 1)[1] in names)]
+    return {n for n in latency if not getattr(results[n], "passed", False)}
+
+
+def test_reference_mode_a_a_runs_never_block() -> None:
+    trials = [judge_reference(FakeBehaviour(noise_cv=0.05), seed) for seed in range(200)]
+    rate = sum(bool(blocked(t)) for t in trials) / len(trials)
+    rounds = sum(int(t["rounds"]) for t in trials) / len(trials)  # type: ignore[call-overload]
+    print(f"reference-mode A/A: blocked {rate:.1%} of {len(trials)} trials, {rounds:.1f} rounds on average")
     assert rate <= 0.01
 
 
-def test_ten_percent_slowdown_is_detected(tmp_path: Path) -> None:
-    rate = block_rate(tmp_path, FakeBehaviour(), FakeBehaviour(slowdown=1.10), trials=200, metric="tpot_ms")
-    print(f"10 % slowdown detected in {rate:.1%} of 200 trials")
+def test_an_injected_ten_percent_slowdown_blocks() -> None:
+    trials = [judge_reference(FakeBehaviour(noise_cv=0.05), seed, slowdown=0.10) for seed in range(100)]
+    rate = sum("reference:tpot_ms" in blocked(t) for t in trials) / len(trials)
+    print(f"--inject-slowdown=0.10: tpot blocked in {rate:.0%} of {len(trials)} trials")
+    assert rate >= 0.95
+    check = trials[0]["reference:tpot_ms"]
+    assert "REGRESSED" in check.message and "would catch ≥" in check.message  # type: ignore[attr-defined]
+
+
+def test_every_latency_comparison_states_its_minimum_detectable_effect() -> None:
+    results = judge_reference(FakeBehaviour(noise_cv=0.05), 3)
+    for name in ("reference:ttft_ms", "reference:tpot_ms", "reference:e2el_ms", "reference:speedup"):
+        check = results[name]
+        mde = check.details["mde"]  # type: ignore[attr-defined]
+        assert 0.05 < mde < 0.2, (name, mde)
+        assert f"would catch ≥ {mde:.1%}" in check.message  # type: ignore[attr-defined]
+
+
+def test_whole_arm_speedup_regression_blocks_and_an_unchanged_one_passes() -> None:
+    """vLLM-style runs (whole arms at once): speedup 1.6 → 0.8 blocks, 1.6 → 1.6 passes, from per-request units."""
+    fast = FakeBehaviour(noise_cv=0.05, acceptance=0.6, draft_cost=0.0)
+    halved = dataclasses.replace(fast, slowdown=2.0)
+    regressed = [judge_reference(fast, s, per_arm={"spec": halved}, batched=True) for s in range(20)]
+    unchanged = [judge_reference(fast, s, batched=True) for s in range(20)]
+    speedups = [(t["reference:speedup"].baseline, t["reference:speedup"].observed) for t in regressed[:1]]  # type: ignore[attr-defined]
+    print(f"whole-arm speedup reference → candidate: {speedups[0][0]:.2f}× → {speedups[0][1]:.2f}×")
+    assert all("reference:speedup" in blocked(t) for t in regressed)
+    assert not any(blocked(t, "speedup") for t in unchanged)
+
+
+def test_a_tail_only_regression_blocks_with_a_pair_all_sized_family() -> None:
+    """×1.5 on a tenth of the requests (the others slightly faster, so the means stay), 36 comparisons in the family."""
+    tail = {"spec": FakeBehaviour(noise_cv=0.03, tail_share=0.1, tail_factor=1.5)}
+    policy = dataclasses.replace(POLICY, repetitions=4, max_repetitions=4)
+    prompts = tuple(Prompt(f"doc-{i}", "text", max_new_tokens=24) for i in range(16))
+    trials = [
+        judge_reference(FakeBehaviour(noise_cv=0.03), s, per_arm=tail, family=36, policy=policy, prompts=prompts)
+        for s in range(10)
+    ]
+    means = [t["reference:ttft_ms"].details["relative_change"] for t in trials]  # type: ignore[attr-defined]
+    print(
+        f"tail ×1.5: mean TTFT change {sum(means) / len(means):+.1%}; P99 blocked in "
+        f"{sum('reference:p99_ttft_ms' in blocked(t) for t in trials)}/10"
+    )
+    assert all(abs(m) < 0.05 for m in means)
+    assert all("reference:p99_ttft_ms" in blocked(t) for t in trials)
+
+
+def _acceptance_arm(acceptance: float, content_seed: int, prompts: int, seed: int) -> object:
+    engine = FakeEngine(FakeBehaviour(acceptance=acceptance), seed=seed, content_seed=content_seed)
+    batch = [Prompt(f"doc-{i}", "text", max_new_tokens=SHIPPED_TOKENS) for i in range(prompts)]
+    return arm_samples((engine.run(batch, "spec", repetition=0),))
+
+
+def acceptance_blocks(after_acceptance: float, trial: int, prompts: int = SHIPPED_POOL) -> bool:
+    """A new draft (other content: it accepts other tokens) against the old one on `prompts` prompts."""
+    before = _acceptance_arm(0.85, trial, prompts, 2 * trial)
+    after = _acceptance_arm(after_acceptance, trial + 100_000, prompts, 2 * trial + 1)
+    check = acceptance_check(
+        "reference:acceptance_rate", ("p", "w"), before, after, SLA, Levels(0.01), "old draft", arm="spec"
+    )  # type: ignore[arg-type]
+    return not check.passed
+
+
+def test_a_new_draft_with_equal_acceptance_passes_on_the_shipped_pool() -> None:
+    rate = sum(acceptance_blocks(0.85, t) for t in range(200)) / 200
+    print(f"new draft, equal acceptance, {SHIPPED_POOL} prompts: blocked in {rate:.1%} of 200 trials")
+    assert rate <= 0.05
+
+
+def test_a_five_percent_acceptance_drop_blocks_on_the_shipped_pool() -> None:
+    # per-token acceptance 0.8311 instead of 0.85 lowers the pooled rate α by 5 % (relative): 0.677 → 0.643
+    rate = sum(acceptance_blocks(0.8311, t) for t in range(200)) / 200
+    print(f"new draft, 5 % lower acceptance, {SHIPPED_POOL} prompts: blocked in {rate:.1%} of 200 trials")
     assert rate >= 0.95
 
 
-def test_five_percent_acceptance_drop_is_detected(tmp_path: Path) -> None:
-    before = FakeBehaviour(acceptance=0.85)
-    # A new draft whose per-token acceptance is 0.8311 instead of 0.85 lowers the pooled acceptance rate α by 5.0 %
-    # (relative), from 0.677 to 0.643. A new draft accepts different tokens: new content, not the baseline's.
-    after = dataclasses.replace(before, acceptance=0.8311)
-    rate = block_rate(tmp_path, before, after, trials=200, metric="acceptance_rate", new_draft=True)
-    print(f"5 % acceptance drop detected in {rate:.1%} of 200 trials")
-    assert rate >= 0.95
+def test_too_few_prompts_for_a_new_draft_say_how_many_would_do() -> None:
+    before = _acceptance_arm(0.85, 1, 8, 1)
+    after = _acceptance_arm(0.85, 2, 8, 2)
+    check = acceptance_check(
+        "regression:acceptance_rate", ("p", "w"), before, after, SLA, Levels(0.01), "base", arm="spec"
+    )  # type: ignore[arg-type]
+    assert not check.passed and check.details["outcome"] == "UNKNOWN"
+    needed = check.details["prompts_needed"]
+    assert SHIPPED_POOL >= needed > 8
+    assert f"≈ {needed} prompts would" in check.message
+
+
+def test_an_unchanged_draft_repeats_its_counts_and_passes_at_once() -> None:
+    same = _acceptance_arm(0.85, 1, 8, 1)
+    check = acceptance_check(
+        "regression:acceptance_rate", ("p", "w"), same, same, SLA, Levels(0.01), "base", arm="spec"
+    )  # type: ignore[arg-type]
+    assert check.passed and check.details["relative_drop"] == 0.0
 
 
 PREMISE = FakeBehaviour(gamma=4)
@@ -104,8 +187,12 @@ PREMISE = FakeBehaviour(gamma=4)
 
 @pytest.mark.parametrize("p", [0.85, 0.8311])
 def test_fake_acceptance_rates_are_as_stated(p: float) -> None:
-    # Guards the premise of the acceptance test: α(p) = Σ_{i=1..γ} p^i / γ for a draft that stops at a rejection.
+    # Guards the premise of the acceptance tests: α(p) = Σ_{i=1..γ} p^i / γ for a draft that stops at a rejection.
     expected = sum(p**i for i in range(1, 5)) / 4
-    summary = evaluate(dataclasses.replace(PREMISE, acceptance=p), seed=7).released.acceptance
-    assert summary is not None and summary.rate is not None
-    assert summary.rate == pytest.approx(expected, rel=0.03)
+    samples = _acceptance_arm(p, 7, 64, 7)
+    assert samples.acceptance_rate == pytest.approx(expected, rel=0.03)  # type: ignore[attr-defined]
+
+
+def test_levels_split_alpha_over_looks_and_the_family() -> None:
+    levels = Levels(0.01, looks_of(POLICY, True), 36)
+    assert levels.looks == 5 and math.isclose(levels.alpha_pass, 0.002) and math.isclose(levels.alpha_block, 0.01 / 180)

@@ -28,7 +28,7 @@ from specgate.config import GatePolicy, SlaLimits
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
 from specgate.evaluation import Evaluation
-from specgate.reports.allure_report import categories, environment_properties, literal
+from specgate.pytest_plugins.allure import categories, environment_properties, literal
 from specgate.reports.benchmark import benchmark_stats
 from specgate.reports.plots import drift_html, evaluation_plots
 

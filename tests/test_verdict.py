@@ -85,11 +85,32 @@ def test_engine_failure_blocks_never_passes(pytester: pytest.Pytester, gate_proj
     result.stdout.fnmatch_lines(["*BLOCK: cannot measure reliably: arm spec: 16 of 16 requests failed*"])
 
 
-def test_too_few_samples_blocks(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+def test_too_few_samples_is_a_usage_error_before_anything_runs(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
     gate_project(prompts=1)
     result = pytester.runpytest(*SLA_SUITES, "-k", "samples")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*workload 'docs' (workloads/docs.jsonl): 1 prompt(s) × 2 round(s) = 2 requests per arm, the gate needs "
+            "gate.min_samples=4*"
+        ]
+    )
+
+
+def test_failed_requests_leave_too_few_samples_and_block(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    root = gate_project(prompts=2)
+    result = pytester.runpytest(*SLA_SUITES, "-k", "samples")
+    assert result.ret == pytest.ExitCode.OK  # 2 prompts × 2 rounds = 4 requests per arm: enough
+    conftest = root / "conftest.py"
+    conftest.write_text(conftest.read_text().replace("FakeBehaviour()", "FakeBehaviour(fail_arm='ar')"))
+    result = pytester.runpytest(*SLA_SUITES, "-k", "samples")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*arm ar: 2 completed requests < 4 required*"])
+    result.stdout.fnmatch_lines(["*arm ar: 4 of 4 requests failed*arm ar: 0 completed requests < 4 required*"])
+    assert _verdict(root)["verdict"] == "BLOCK"
 
 
 def test_a_check_that_crashes_blocks_with_the_reason(

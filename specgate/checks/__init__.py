@@ -46,8 +46,9 @@ class Check:
 
     @property
     def key(self) -> str:
-        name = self.name if self.arm in (None, "spec") else f"{self.name}[{self.arm}]"
-        return f"{self.pair}/{self.workload}/{name}"
+        """pair/workload/name, with the arm when the name does not say it (checks of the released arm `spec` do not)."""
+        implied = self.arm in (None, "spec") or f":{self.arm}." in self.name
+        return f"{self.pair}/{self.workload}/{self.name if implied else f'{self.name}[{self.arm}]'}"
 
 
 def check(name: str, where: tuple[str, str], category: str, passed: bool, message: str, **kwargs: object) -> Check:

@@ -17,8 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from specgate.accuracy import SCORED_TASKS
 from specgate.checks import Check, drift, long_context, resources, sla
-from specgate.comparison import ACCEPTANCE, METRICS, OUTPUT_DRIFT, TASK_ACCURACY
+from specgate.checks.regression import latency_keys
+from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
 
 if TYPE_CHECKING:
     from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from specgate.plan import MeasurementPlan
     from specgate.stats.distribution import DistributionTest
 
-ANSWERED_TASKS = frozenset({"numeric", "span", "summary"})
+ANSWERED_TASKS = frozenset(SCORED_TASKS)
 
 
 class Context(Protocol):
@@ -72,7 +74,8 @@ class CheckSpec:
     tasks: frozenset[str] | None = None
     long_only: bool = False
     needs: Literal["content", "sampling"] | None = None
-    metrics: tuple[str, ...] = ()
+    metric_keys: Callable[[MeasurementPlan], tuple[str, ...]] | None = None
+    reference_only: bool = False
 
     def applies(self, context: Context, target: Target) -> bool:
         """Whether the check means something on this target (else it is not run at all)."""
@@ -87,10 +90,13 @@ class CheckSpec:
             return False
         if self.needs == "sampling" and workload.sampling is None:
             return False
+        plan = context.plan(target.pair, target.workload)
+        if self.reference_only and plan.reference is None:
+            return False
         if self.per == "arm":
-            return target.param in context.plan(target.pair, target.workload).gated
+            return target.param in plan.gated
         if self.per == "metric":
-            return target.param in self.metrics
+            return self.metric_keys is not None and target.param in self.metric_keys(plan)
         return True
 
 
@@ -142,24 +148,48 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         needs="sampling",
     ),
     CheckSpec(
+        "not_slower_than_reference",
+        "regression",
+        "metric",
+        lambda c, t: c.regression_check(t.pair, t.workload, f"reference:{t.param}"),
+        speed=True,
+        metric_keys=lambda plan: latency_keys(plan, beside=True) if plan.reference else (),
+        reference_only=True,
+    ),
+    CheckSpec(
+        "outputs_match_reference",
+        "regression",
+        "workload",
+        lambda c, t: c.regression_check(t.pair, t.workload, f"reference:{OUTPUT_DRIFT}"),
+        reference_only=True,
+    ),
+    CheckSpec(
+        "task_accuracy_vs_reference",
+        "regression",
+        "workload",
+        lambda c, t: c.regression_check(t.pair, t.workload, f"reference:{TASK_ACCURACY}"),
+        tasks=ANSWERED_TASKS,
+        reference_only=True,
+    ),
+    CheckSpec(
         "no_regression",
         "regression",
         "metric",
-        lambda c, t: c.regression_check(t.pair, t.workload, _arm(t)),
+        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{t.param}"),
         speed=True,
-        metrics=(*(m.name for m in METRICS), ACCEPTANCE),
+        metric_keys=lambda plan: baseline_keys(plan),
     ),
     CheckSpec(
         "outputs_match_baseline",
         "regression",
         "workload",
-        lambda c, t: c.regression_check(t.pair, t.workload, OUTPUT_DRIFT),
+        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{OUTPUT_DRIFT}"),
     ),
     CheckSpec(
         "task_accuracy_not_lower",
         "regression",
         "workload",
-        lambda c, t: c.regression_check(t.pair, t.workload, TASK_ACCURACY),
+        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{TASK_ACCURACY}"),
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
@@ -211,13 +241,36 @@ def spec(name: str) -> CheckSpec:
     raise KeyError(f"{name!r} is not a check of the catalogue; known: {known}")
 
 
+def baseline_keys(plan: MeasurementPlan) -> tuple[str, ...]:
+    """The metrics compared with the stored baseline: in reference mode only acceptance (latency is judged beside
+    the reference); otherwise every latency metric too."""
+    keys = latency_keys(plan, beside=False)
+    if plan.reference is None:
+        return keys
+    return tuple(k for k in keys if split_key(k, plan.released)[1] == ACCEPTANCE)
+
+
 def params(entry: CheckSpec, plans: Sequence[MeasurementPlan]) -> list[str | None]:
     """The values of the check's per-arm or per-metric parameter over the given plans, in first-seen order."""
     if entry.per == "workload":
         return [None]
-    if entry.per == "metric":
-        return list(entry.metrics)
     seen: dict[str, None] = {}
     for plan in plans:
-        seen.update(dict.fromkeys(plan.gated))
+        if entry.per == "metric":
+            seen.update(dict.fromkeys(entry.metric_keys(plan) if entry.metric_keys is not None else ()))
+        else:
+            seen.update(dict.fromkeys(plan.gated))
     return list(seen)
+
+
+def applicable(context: Context, pairs: Sequence[str], workloads: Sequence[str]) -> list[tuple[CheckSpec, Target]]:
+    """Every applicable check of the catalogue on the pairs × workloads, in catalogue order."""
+    found = []
+    for entry in CATALOGUE:
+        for pair_name in pairs:
+            for workload_name in workloads:
+                for param in params(entry, [context.plan(pair_name, workload_name)]):
+                    target = Target(pair_name, workload_name, param)
+                    if entry.applies(context, target):
+                        found.append((entry, target))
+    return found

@@ -1,134 +1,300 @@
-"""Regression checks: a run against the stored baseline of the same hardware, pair and workload.
+"""Regression checks: the candidate against the reference measured beside it, or against this machine's baselines.
 
-`compare_runs` compares two `RunRecord`s (see `specgate.comparison`) and returns one `Check` per metric; the gate
-calls `pending_comparisons` for every pair × workload first and decides the statistical comparisons of the whole
-run together (Holm), while `specgate baseline diff` decides the comparisons of one pair of files. The acceptance
-rate is an SLA on the stored value: the check passes only when the (1 − α) upper confidence bound of the relative
-drop stays within `max_acceptance_drop`.
+Every latency comparison ends PASS, BLOCK or UNKNOWN (`specgate.stats.decision`) and says the smallest slowdown it
+would have caught. Names: `reference:<metric>` against the reference arm measured in the same run (reference mode),
+`regression:<metric>` against the stored baseline. Metric keys are `ttft_ms`, `tpot_ms`, `e2el_ms`, `p99_ttft_ms`,
+`speedup` and `acceptance_rate` for the released arm `spec`, prefixed with the arm for others (`ar.tpot_ms`).
+
+Levels: an UNKNOWN may be decided by more rounds, so a comparison is looked at up to `looks` times; PASS holds its
+upper bound at α / looks, BLOCK its significance at α / (looks × family), family being the number of latency
+comparisons of the run. An unchanged configuration therefore blocks with probability ≤ α, and a slowdown beyond the
+tolerance passes a comparison with probability ≤ α.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from specgate.accuracy import compare_accuracy
+from specgate.accuracy import TaskAccuracy, compare_accuracy
 from specgate.checks import DRIFT, REGRESSION, Check
 from specgate.comparison import (
     ACCEPTANCE,
     METRICS,
-    OUTPUT_DRIFT,
-    TASK_ACCURACY,
-    Arms,
-    acceptance_drop_bound,
-    compare_metric,
-    holm_family,
+    PLAIN_METRICS,
+    SPECULATIVE_METRICS,
+    Estimate,
+    Metric,
+    acceptance_drop,
+    changed_outputs,
+    metric_key,
+    split_key,
 )
-from specgate.config import GatePolicy, SlaLimits
+from specgate.config import SlaLimits
 from specgate.evaluation import first_divergence
-from specgate.stats.tests import Comparison
-from specgate.store.records import RunRecord
+from specgate.measure.samples import ArmSamples
+from specgate.plan import MeasurementPlan
+from specgate.stats.decision import Decision, decide, percent
 
 Where = tuple[str, str]
 
 
-def comparison_check(where: Where, comparison: Comparison, source: str) -> Check:
-    verdict = "REGRESSED" if comparison.regressed else "no regression"
-    return Check(
-        name=f"regression:{comparison.metric}",
-        pair=where[0],
-        workload=where[1],
-        category=REGRESSION,
-        passed=not comparison.regressed,
-        message=f"{verdict}: {comparison.describe()} [baseline {source}]",
-        observed=comparison.current_value,
-        limit=comparison.tolerance,
-        n=comparison.n_current,
-        ci=(comparison.current_ci.low, comparison.current_ci.high),
-        baseline=comparison.baseline_value,
-        details={
-            "p_value": comparison.p_value,
-            "p_welch": comparison.p_welch,
-            "p_mwu": comparison.p_mwu,
-            "p_paired": comparison.p_paired,
-            "decided_by": comparison.decided_by,
-            "relative_change": comparison.relative_change,
-            "effect_size": comparison.effect_size,
-            "alpha": comparison.alpha,
-            "baseline_file": source,
-        },
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """The error levels of one look at one comparison (see the module docstring)."""
+
+    alpha: float
+    looks: int = 1
+    family: int = 1
+
+    @property
+    def alpha_pass(self) -> float:
+        return self.alpha / max(1, self.looks)
+
+    @property
+    def alpha_block(self) -> float:
+        return self.alpha / (max(1, self.looks) * max(1, self.family))
+
+
+def latency_keys(plan: MeasurementPlan, *, beside: bool) -> tuple[str, ...]:
+    """The latency and acceptance metric keys compared for a plan: beside the reference arms, or against the stored
+    baseline (every candidate arm)."""
+    arms = [plan.arm(a) for a, _ in plan.beside] if beside else list(plan.candidates)
+    keys: list[str] = []
+    for arm in arms:
+        metrics = [m.name for m in SPECULATIVE_METRICS] + [ACCEPTANCE] if arm.speculative else [PLAIN_METRICS[0].name]
+        keys += [metric_key(name, arm.name, plan.released) for name in metrics]
+    return tuple(keys)
+
+
+def statistical(key: str) -> bool:
+    """Whether a key's comparison counts in the run's family (latency, tail, speedup; not acceptance)."""
+    return split_key(key)[1] in METRICS or split_key(key)[1] == "tpot_ms"
+
+
+def _name(prefix: str, key: str) -> str:
+    return f"{prefix}:{key}"
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "×":
+        return f"{value:.2f}×"
+    return f"{value:,.1f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
+def decision_text(decision: Decision, estimate: Estimate, tolerance: float, levels: Levels) -> str:
+    """The outcome in words, with the interval, the MDE and, for UNKNOWN, what would decide it."""
+    change, upper, mde = estimate.change(), estimate.change(decision.upper), estimate.change(decision.mde)
+    caught = f"would catch ≥ {mde:.1%}"
+    if decision.outcome == "PASS":
+        return (
+            f"PASS: {percent(change)} worse at most {percent(upper)} ({1 - levels.alpha_pass:.1%} upper bound) < "
+            f"tolerance {tolerance:.0%}; {caught}"
+        )
+    if decision.outcome == "BLOCK":
+        return (
+            f"REGRESSED: {percent(change)} (lower bound {percent(estimate.change(decision.lower))}, "
+            f"p={decision.p_value:.2g} ≤ α {levels.alpha_block:.2g}) > tolerance {tolerance:.0%}; {caught}"
+        )
+    return (
+        f"UNKNOWN: {percent(change)}, upper bound {percent(upper)} ≥ tolerance {tolerance:.0%} and not significant "
+        f"(p={decision.p_value:.2g} > α {levels.alpha_block:.2g}); {caught}"
     )
 
 
-def acceptance_check(
-    where: Where, before: RunRecord, after: RunRecord, arm: str, source: str, sla: SlaLimits, policy: GatePolicy
+def latency_check(
+    name: str,
+    where: Where,
+    metric: Metric,
+    estimate: Estimate,
+    tolerance: float,
+    levels: Levels,
+    against: str,
+    *,
+    arm: str,
+    units_per_round: int | None = None,
+    budget: str = "",
+    undecided: Callable[[Decision, Estimate], str] | None = None,
 ) -> Check:
-    """Pass only when the acceptance rate has, with confidence 1 − α, not dropped more than the allowed share."""
-    name = f"regression:{ACCEPTANCE}"
-    stored, current = before.arms.get(arm), after.arms.get(arm)
-    rate_before = None if stored is None else stored.acceptance_rate
-    rate_now = None if current is None else current.acceptance_rate
-    if stored is None or current is None or rate_before is None or rate_now is None:
-        message = f"BLOCK: acceptance rate missing (baseline {rate_before}, current {rate_now}) [baseline {source}]"
-        return Check(name, where[0], where[1], REGRESSION, False, message)
-    try:
-        drop, upper = acceptance_drop_bound(stored, current, 1 - policy.alpha)
-    except ValueError as exc:
-        return Check(name, where[0], where[1], REGRESSION, False, f"BLOCK: {exc} [baseline {source}]")
-    ok = upper <= sla.max_acceptance_drop
+    """A latency-type comparison decided and turned into its check. `undecided` says what would decide an UNKNOWN
+    (default: the rounds or units the observed spread needs)."""
+    decision = decide(
+        estimate.estimate,
+        estimate.se,
+        estimate.df,
+        threshold=math.log1p(tolerance),
+        alpha_block=levels.alpha_block,
+        alpha_pass=levels.alpha_pass,
+        n=estimate.n,
+        spread=estimate.spread,
+        p_value=estimate.p_value,
+    )
+    label = metric.name.upper() if metric.kind == "tail" else metric.name
+    outcome = decision.outcome
+    if outcome == "UNKNOWN" and metric.kind == "tail":
+        # a percentile of a few dozen requests cannot be bounded within a few percent: tails are compared for
+        # detection only (BLOCK when significantly worse beyond the tolerance), with what they would catch
+        outcome = "PASS"
+        text = (
+            f"PASS (detection only): {percent(estimate.change())}, not significantly worse (p={decision.p_value:.2g}); "
+            f"a percentile of {estimate.n} units cannot be bounded within {tolerance:.0%}: would catch ≥ "
+            f"{estimate.change(decision.mde):.1%}"
+        )
+    else:
+        text = decision_text(decision, estimate, tolerance, levels)
+    if outcome == "UNKNOWN":
+        more = undecided(decision, estimate) if undecided else _what_would_decide(decision, units_per_round, budget)
+        text = "BLOCK: " + text + more
     message = (
-        f"acceptance rate {rate_before:.4f} → {rate_now:.4f}: relative drop {drop:+.1%} "
-        f"({1 - policy.alpha:.0%} upper bound {upper:+.1%}, jackknife over prompts) {'≤' if ok else '>'} allowed "
-        f"{sla.max_acceptance_drop:.0%} (n={len(current.samples)} requests) [baseline {source}]"
+        f"{text}. {label} {_fmt(estimate.before, metric.unit)} → {_fmt(estimate.after, metric.unit)}, "
+        f"{estimate.how}, against {against}"
     )
     return Check(
         name,
         where[0],
         where[1],
         REGRESSION,
-        ok,
+        outcome == "PASS",
         message,
-        observed=rate_now,
-        limit=sla.max_acceptance_drop,
-        baseline=rate_before,
-        n=len(current.samples),
-        details={"relative_drop": drop, "upper_bound": upper},
+        observed=estimate.after,
+        limit=tolerance,
+        unit=metric.unit,
+        n=estimate.n,
+        ci=(estimate.change(decision.lower), estimate.change(decision.upper)),
+        baseline=estimate.before,
+        details={
+            "outcome": outcome,
+            "relative_change": estimate.change(),
+            "mde": estimate.change(decision.mde),
+            "p_value": decision.p_value,
+            "alpha_block": levels.alpha_block,
+            "alpha_pass": levels.alpha_pass,
+            "looks": levels.looks,
+            "family": levels.family,
+            "units_needed": decision.units_needed,
+            "against": against,
+            "method": estimate.how,
+        },
+        arm=arm,
+    )
+
+
+def _what_would_decide(decision: Decision, units_per_round: int | None, budget: str) -> str:
+    if decision.units_needed is None:
+        return f" — more data needed{budget}"
+    if units_per_round:
+        rounds = math.ceil(decision.units_needed / units_per_round)
+        return f" — the observed spread needs ≈ {rounds} rounds ({decision.units_needed} units){budget}"
+    return f" — the observed spread needs ≈ {decision.units_needed} units{budget}"
+
+
+def acceptance_check(
+    name: str,
+    where: Where,
+    before: ArmSamples | None,
+    after: ArmSamples | None,
+    sla: SlaLimits,
+    levels: Levels,
+    against: str,
+    *,
+    arm: str,
+) -> Check:
+    """The acceptance rate must not drop more than `max_acceptance_drop` (relative): PASS when the upper bound of the
+    drop is below it, BLOCK when the drop is significant and beyond it, UNKNOWN (blocks) when the prompts cannot tell
+    — with the number of prompts that would."""
+    if before is None or after is None:
+        missing = "the baseline has no such arm" if before is None else "this run has no such arm"
+        return Check(
+            name, *where, REGRESSION, False, f"BLOCK: no acceptance to compare: {missing} [{against}]", arm=arm
+        )
+    try:
+        estimate = acceptance_drop(before, after)
+    except ValueError as exc:
+        return Check(name, *where, REGRESSION, False, f"BLOCK: {exc} [{against}]", arm=arm)
+    tolerance = sla.max_acceptance_drop
+    decision = decide(
+        estimate.estimate,
+        estimate.se,
+        estimate.df,
+        threshold=tolerance,
+        alpha_block=levels.alpha,
+        alpha_pass=levels.alpha,
+        n=estimate.n,
+        spread=estimate.spread,
+    )
+    words = {"PASS": "PASS", "BLOCK": "REGRESSED", "UNKNOWN": "BLOCK: UNKNOWN"}[decision.outcome]
+    needed = (
+        f" — the prompts cannot tell a {tolerance:.0%} drop from none: ≈ {decision.units_needed} prompts would"
+        if decision.outcome == "UNKNOWN" and decision.units_needed
+        else ""
+    )
+    message = (
+        f"{words}: acceptance rate {estimate.before:.4f} → {estimate.after:.4f}, relative drop "
+        f"{percent(estimate.estimate)} (upper bound {percent(decision.upper)}, {estimate.how}) vs allowed "
+        f"{tolerance:.0%}; would catch a drop ≥ {decision.mde:.1%}{needed} [{against}]"
+    )
+    return Check(
+        name,
+        *where,
+        REGRESSION,
+        decision.outcome == "PASS",
+        message,
+        observed=estimate.after,
+        limit=tolerance,
+        baseline=estimate.before,
+        n=estimate.n,
+        details={
+            "outcome": decision.outcome,
+            "relative_drop": estimate.estimate,
+            "upper_bound": decision.upper,
+            "mde": decision.mde,
+            "prompts_needed": decision.units_needed,
+        },
+        arm=arm,
     )
 
 
 def output_drift_check(
-    where: Where, before: RunRecord, after: RunRecord, arm: str, source: str, sla: SlaLimits
+    name: str,
+    where: Where,
+    before: ArmSamples | None,
+    after: ArmSamples | None,
+    same_models: bool,
+    sla: SlaLimits,
+    against: str,
+    *,
+    arm: str,
 ) -> Check:
-    """Outputs against the baseline's. With the same model files they must not drift beyond the SLA (greedy decoding
-    is deterministic); after a model update they are expected to change, and the check reports by how much."""
-    old = before.arms[arm].outputs if arm in before.arms else {}
-    new = after.arms[arm].outputs if arm in after.arms else {}
-    common = sorted(set(old) & set(new))
-    changed = [k for k in common if old[k] != new[k]]
+    """Greedy outputs against the other side's. With the same model files they must not drift beyond the SLA
+    (greedy decoding is deterministic); with other files drift is expected and reported, and accuracy decides."""
+    if before is None or after is None:
+        return Check(name, *where, REGRESSION, False, f"BLOCK: no outputs to compare [{against}]", arm=arm)
+    common, changed = changed_outputs(before, after)
     share = len(changed) / len(common) if common else 1.0
-    same_models = dict(before.models.get(arm, {})) == dict(after.models.get(arm, {}))
     ok = bool(common) and (share <= sla.max_drift or not same_models)
     detail = ""
     if changed:
+        old, new = before.outputs, after.outputs
         first = changed[0]
         similarity = sum(difflib.SequenceMatcher(None, old[k], new[k]).ratio() for k in changed) / len(changed)
         detail = (
-            f"; first: {first} at token {first_divergence(old[first], new[first])}; mean token similarity "
-            f"of changed outputs {similarity:.2f}"
+            f"; first: {first} at token {first_divergence(old[first], new[first])}; mean token similarity of changed "
+            f"outputs {similarity:.2f}"
         )
     reason = (
-        "same model files as the baseline: greedy outputs must match"
+        "same model files: greedy outputs must match"
         if same_models
-        else "model files changed since the baseline: drift expected, task accuracy decides"
+        else "other model files: drift expected, task accuracy decides"
     )
     message = (
-        f"outputs vs baseline: {len(changed)}/{len(common)} requests changed ({share:.1%}, SLA "
-        f"{sla.max_drift:.1%}; {reason}){detail} [baseline {source}]"
+        f"outputs: {len(changed)}/{len(common)} requests changed ({share:.1%}, SLA {sla.max_drift:.1%}; {reason})"
+        f"{detail} [{against}]"
     )
     return Check(
-        f"regression:{OUTPUT_DRIFT}",
-        where[0],
-        where[1],
+        name,
+        *where,
         REGRESSION if same_models else DRIFT,
         ok,
         message,
@@ -136,70 +302,82 @@ def output_drift_check(
         limit=sla.max_drift,
         n=len(common),
         details={"same_models": same_models},
+        arm=arm,
     )
 
 
-def accuracy_check(where: Where, before: RunRecord, after: RunRecord, arm: str, source: str, sla: SlaLimits) -> Check:
-    """Task accuracy of the released arm must not fall more than `max_accuracy_drop` (absolute) below the baseline."""
-    old, new = before.accuracy.get(arm), after.accuracy.get(arm)
-    if old is None or new is None:
+def accuracy_check(
+    name: str,
+    where: Where,
+    before: TaskAccuracy | None,
+    after: TaskAccuracy | None,
+    sla: SlaLimits,
+    against: str,
+    *,
+    arm: str,
+) -> Check:
+    """Task accuracy must not fall more than `max_accuracy_drop` (absolute) below the other side's."""
+    if before is None or after is None:
         message = (
-            f"BLOCK: no task accuracy to compare (baseline {source} has {'none' if old is None else 'one'}; this run "
-            f"{'none' if new is None else 'one'}). Re-record the baseline with --update-baselines."
+            f"BLOCK: no task accuracy to compare ({against} has {'none' if before is None else 'one'}; this run "
+            f"{'none' if after is None else 'one'})"
         )
-        return Check(f"regression:{TASK_ACCURACY}", where[0], where[1], REGRESSION, False, message)
-    passed, message = compare_accuracy(old, new, sla.max_accuracy_drop)
+        return Check(name, *where, REGRESSION, False, message, arm=arm)
+    passed, message = compare_accuracy(before, after, sla.max_accuracy_drop)
     return Check(
-        f"regression:{TASK_ACCURACY}",
-        where[0],
-        where[1],
+        name,
+        *where,
         REGRESSION,
         passed,
-        f"{message} [baseline {source}]",
-        observed=new.accuracy,
+        f"{message} [{against}]",
+        observed=after.accuracy,
         limit=sla.max_accuracy_drop,
-        n=new.n,
-        baseline=old.accuracy,
+        n=after.n,
+        baseline=before.accuracy,
+        arm=arm,
     )
 
 
-Pending = tuple[str, Comparison]
+Compare = Callable[[Metric, str], Estimate]
 
 
-def pending_comparisons(
-    where: Where, before: RunRecord, after: RunRecord, source: str, arms: Arms, policy: GatePolicy, sla: SlaLimits
-) -> tuple[dict[str, Check | Exception], list[Pending]]:
-    """The deterministic checks of one pair × workload, decided, and its statistical comparisons, not yet corrected
-    for the run's other comparisons (see `decide_comparisons`)."""
-    from specgate.errors import MeasurementError
-
-    done: dict[str, Check | Exception] = {
-        ACCEPTANCE: acceptance_check(where, before, after, arms.released, source, sla, policy),
-        OUTPUT_DRIFT: output_drift_check(where, before, after, arms.released, source, sla),
-    }
-    if before.accuracy or after.accuracy:  # a workload with reference answers (either side missing them blocks)
-        done[TASK_ACCURACY] = accuracy_check(where, before, after, arms.released, source, sla)
-    pending: list[Pending] = []
-    for metric in METRICS:
-        try:
-            pending.append((metric.name, compare_metric(metric, before, after, arms, policy, sla)))
-        except (ValueError, KeyError) as exc:
-            done[metric.name] = MeasurementError(f"cannot compare {metric.name} with {source}: {exc}")
-    return done, pending
-
-
-def decide_comparisons(pending: Sequence[tuple[Where, str, Comparison]], alpha: float) -> list[Check]:
-    """Holm over every statistical comparison of the run, each turned into its check."""
-    adjusted = holm_family([c for _, _, c in pending], alpha)
-    return [comparison_check(where, c, source) for (where, source, _), c in zip(pending, adjusted, strict=True)]
-
-
-def compare_runs(
-    before: RunRecord, after: RunRecord, source: str, arms: Arms, policy: GatePolicy, sla: SlaLimits
+def metric_checks(
+    prefix: str,
+    where: Where,
+    keys: tuple[str, ...],
+    released: str,
+    estimate: Compare,
+    sla: SlaLimits,
+    levels: Levels,
+    against: Callable[[str], str],
+    *,
+    units_per_round: int | None = None,
+    budget: str = "",
+    undecided: Callable[[Decision, Estimate], str] | None = None,
 ) -> dict[str, Check | Exception]:
-    """Every regression check of one pair of runs (their statistical comparisons one Holm family)."""
-    where = (after.pair, after.workload)
-    done, pending = pending_comparisons(where, before, after, source, arms, policy, sla)
-    decided = decide_comparisons([(where, source, c) for _, c in pending], policy.alpha)
-    done.update({name: check for (name, _), check in zip(pending, decided, strict=True)})
-    return done
+    """The latency checks of `keys` (acceptance excluded), each from `estimate(metric, arm)`, by check name."""
+    results: dict[str, Check | Exception] = {}
+    for key in keys:
+        arm, name = split_key(key, released)
+        if name == ACCEPTANCE:
+            continue
+        metric = METRICS.get(name) or next(m for m in PLAIN_METRICS if m.name == name)
+        try:
+            value = estimate(metric, arm)
+        except (ValueError, KeyError) as exc:
+            results[_name(prefix, key)] = ValueError(f"{prefix}:{key} cannot be compared: {exc}")
+            continue
+        results[_name(prefix, key)] = latency_check(
+            _name(prefix, key),
+            where,
+            metric,
+            value,
+            sla.regression_tolerance,
+            levels,
+            against(arm),
+            arm=arm,
+            units_per_round=units_per_round,
+            budget=budget,
+            undecided=undecided,
+        )
+    return results

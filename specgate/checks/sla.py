@@ -161,7 +161,7 @@ def _acceptance_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits
 def _recommend(
     pair: str, hardware: str, speedup: Speedup | None, summary: ArmSummary | None, sla: SlaLimits
 ) -> list[str]:
-    """Rollback advice for one pair × workload (DESIGN.md, Gate policy)."""
+    """Rollback advice for one pair × workload (README, "Gate policy")."""
     advice: list[str] = []
     reasons = []
     if speedup is not None and speedup.value < sla.min_speedup:

@@ -20,6 +20,7 @@ class Verdict:
     checks: tuple[Check, ...]
     errors: tuple[str, ...]
     recommendations: tuple[str, ...]
+    notices: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -30,11 +31,19 @@ class Verdict:
         return tuple(c for c in self.checks if not c.passed)
 
 
-def decide(hardware: str, checks: Sequence[Check], errors: Sequence[str], recommendations: Sequence[str]) -> Verdict:
-    """PASS only when checks ran, all passed, and nothing errored."""
+def decide(
+    hardware: str,
+    checks: Sequence[Check],
+    errors: Sequence[str],
+    recommendations: Sequence[str],
+    notices: Sequence[str] = (),
+) -> Verdict:
+    """PASS only when checks ran, all passed, and nothing errored. `notices` are printed loudly with the verdict
+    (e.g. a self-test's injected slowdown) without deciding it."""
     reasons = list(errors)
     if not checks and not errors:
         reasons.append("no gate check ran: select at least one pair and workload (see --pair, --workload)")
     blocked = bool(reasons) or any(not c.passed for c in checks)
     unique_advice = tuple(dict.fromkeys(recommendations))
-    return Verdict("BLOCK" if blocked else "PASS", hardware, tuple(checks), tuple(reasons), unique_advice)
+    verdict = "BLOCK" if blocked else "PASS"
+    return Verdict(verdict, hardware, tuple(checks), tuple(reasons), unique_advice, tuple(notices))

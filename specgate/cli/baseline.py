@@ -97,22 +97,25 @@ def _show(b: Baseline) -> int:
 
 
 def _diff(old: Baseline, new: Baseline, args: argparse.Namespace) -> int:
-    """The gate's regression checks with `old` as the baseline and `new` as the run."""
-    from specgate.checks.regression import compare_runs
-    from specgate.comparison import Arms
+    """The gate's `regression:*` checks with `old` as the stored baseline and the newest run of `new` as the run,
+    under that run's own gate policy and limits (`--alpha` and `--tolerance` override them)."""
+    from specgate.checks.judgement import Subject, against_baseline, family_size
+    from specgate.checks.regression import Levels
     from specgate.config import GatePolicy, SlaLimits
+    from specgate.store.records import plan_of
 
-    known = {f.name for f in dataclasses.fields(GatePolicy)}
-    policy = GatePolicy(**{k: v for k, v in new.record.gate.items() if k in known})
-    sla = SlaLimits(
-        **{k: v for k, v in new.record.limits.items() if k in {f.name for f in dataclasses.fields(SlaLimits)}}
-    )
+    run = new.record
+    policy = GatePolicy(**{k: v for k, v in run.gate.items() if k in {f.name for f in dataclasses.fields(GatePolicy)}})
+    sla = SlaLimits(**{k: v for k, v in run.limits.items() if k in {f.name for f in dataclasses.fields(SlaLimits)}})
     if args.alpha is not None:
         policy = dataclasses.replace(policy, alpha=args.alpha)
     if args.tolerance is not None:
         sla = dataclasses.replace(sla, regression_tolerance=args.tolerance)
+    plan = plan_of(run)
+    rounds = max((s.repetition for arm in run.arms.values() for s in arm.samples), default=0) + 1
+    subject = Subject(plan, run, old, str(old.path), sla, len(run.prompts), rounds)
     print(f"diff {old.path} → {new.path} (α {policy.alpha}, tolerance {sla.regression_tolerance:.0%})")
-    results = compare_runs(old.record, new.record, str(old.path), Arms(), policy, sla)
+    results = against_baseline(subject, policy, Levels(policy.alpha, 1, family_size([(plan, True)])))
     failed = False
     for name, result in results.items():
         if isinstance(result, Exception):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from specgate.accuracy import SCORED_TASKS
 from specgate.config.hardware import DTYPES, SLA_KEYS
 from specgate.config.validation import (
     check_choice,
@@ -31,7 +32,7 @@ from specgate.config.validation import (
 from specgate.errors import ConfigError
 
 SPECULATION_METHODS = ("prompt_lookup", "draft_model", "eagle", "eagle3", "mtp")
-TASKS = ("generate", "numeric", "span", "summary")
+TASKS = ("generate", *SCORED_TASKS)  # generate: no reference answers, nothing to score
 DEFAULT_ARMS = ("ar", "spec")
 REFERENCE_PREFIX = "ref-"
 _ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -117,17 +118,31 @@ class WorkloadConfig:
     sampling: SamplingConfig | None = None
 
 
+LATENCY_BASELINE = ("required", "optional")
+
+
 @dataclass(frozen=True, slots=True)
 class GatePolicy:
-    """How the gate measures and decides (README, "Gate policy")."""
+    """How the gate measures and decides (README, "Gate policy").
+
+    `repetitions` rounds are always run; in reference mode, while a latency comparison is UNKNOWN, rounds continue
+    up to `max_repetitions`. Baselines keep the last `history_runs` runs of each machine; latency is compared with a
+    machine's history once it has `min_history_runs` runs, and `latency_baseline` says what happens before that (or
+    on another machine): `required` blocks, `optional` reports it and passes. In reference mode each prompt is also
+    sent `ttft_probes` times per arm and round with a one-token budget: TTFT is the noisiest latency on a shared
+    machine, and a prefill costs a fraction of a full request."""
 
     alpha: float = 0.01
     repetitions: int = 2
-    max_repetitions: int = 0
+    max_repetitions: int = 6
     warmup: int = 1
     min_samples: int = 4
     bootstrap_resamples: int = 2000
     seed: int = 0
+    history_runs: int = 5
+    min_history_runs: int = 3
+    latency_baseline: str = "required"
+    ttft_probes: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +353,9 @@ def _gate(data: Any, source: str) -> GatePolicy:
     check_keys(raw, [f.name for f in fields(GatePolicy)], source, "gate.")
     values: dict[str, Any] = {}
     for key, value in raw.items():
+        if key == "latency_baseline":
+            values[key] = check_choice(value, LATENCY_BASELINE, source, f"gate.{key}")
+            continue
         kind: type | tuple[type, ...] = (int, float) if key == "alpha" else int
         values[key] = typed(value, kind, source, f"gate.{key}")
     policy = GatePolicy(**values)
@@ -345,6 +363,14 @@ def _gate(data: Any, source: str) -> GatePolicy:
         raise fail(source, "gate.alpha", f"must be in (0, 0.5), got {policy.alpha}")
     if policy.repetitions < 1 or policy.warmup < 0:
         raise fail(source, "gate.repetitions", "repetitions must be ≥ 1 and warmup ≥ 0")
+    if policy.history_runs < 1 or not 1 <= policy.min_history_runs <= policy.history_runs:
+        raise fail(
+            source,
+            "gate.min_history_runs",
+            f"need 1 ≤ min_history_runs ({policy.min_history_runs}) ≤ history_runs ({policy.history_runs})",
+        )
+    if policy.bootstrap_resamples < 100:
+        raise fail(source, "gate.bootstrap_resamples", f"must be ≥ 100, got {policy.bootstrap_resamples}")
     return policy
 
 

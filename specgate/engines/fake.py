@@ -14,6 +14,7 @@ Arms come from `load` (a plan's arms; speculative arms draft `speculation.num_to
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ class FakeBehaviour:
     """What the fake engine simulates. `slowdown` multiplies every latency of the speculative candidate arms;
     `acceptance` is the probability that each draft token is accepted (a draft stops at its first rejection);
     `tail_share` of the requests (chosen per prompt and repetition, the same in every arm) take `tail_factor` times
-    longer in the arms `tail_factor` applies to (the speculative candidate arms)."""
+    longer in the speculative candidate arms, and the others a little less, so that the mean is unchanged."""
 
     ttft_ms: float = 300.0
     tpot_ms: float = 20.0
@@ -43,6 +44,11 @@ class FakeBehaviour:
     fail_arm: str | None = None
     tail_share: float = 0.0
     tail_factor: float = 1.0
+
+
+def _digest(text: str) -> int:
+    """A stable number per prompt id (distinct ids give independent draws; a character sum would not)."""
+    return zlib.crc32(text.encode())
 
 
 class FakeEngine:
@@ -97,11 +103,13 @@ class FakeEngine:
             self._clock += 0.01
             error = "RuntimeError: injected failure"
             return RequestTrace(prompt.id, arm, repetition, submit, (), (), (), "", 10, done_s=self._clock, error=error)
-        digest = sum(map(ord, prompt.id))
+        digest = _digest(prompt.id)
         base = 1.0 + (digest % 7) / 10  # per-prompt difficulty, fixed across runs
         factor = self._factor(arm)
-        if b.tail_share and self._tail_arm(arm) and self._in_tail(prompt, repetition, b):
-            factor *= b.tail_factor
+        if b.tail_share and self._tail_arm(arm):
+            # the tail takes tail_factor times longer and the other requests a little less: the mean stays
+            keep_mean = (1 - b.tail_share * b.tail_factor) / (1 - b.tail_share)
+            factor *= b.tail_factor if self._in_tail(prompt, repetition, b) else keep_mean
         # Which draft tokens are accepted depends on the content (prompt and configuration), not on the run: as with
         # greedy decoding, two runs of the same configuration accept exactly the same tokens.
         content = np.random.default_rng([self.content_seed, digest])
@@ -145,7 +153,7 @@ class FakeEngine:
 
     @staticmethod
     def _in_tail(prompt: Prompt, repetition: int, b: FakeBehaviour) -> bool:
-        draw = np.random.default_rng([sum(map(ord, prompt.id)), repetition + 7]).random()
+        draw = np.random.default_rng([_digest(prompt.id), repetition + 7]).random()
         return bool(draw < b.tail_share)
 
     def _noise(self, b: FakeBehaviour) -> float:
@@ -155,7 +163,7 @@ class FakeEngine:
     def _token(prompt: Prompt, position: int, b: FakeBehaviour | None = None, *, speculative: bool = False) -> int:
         if speculative and b is not None and b.wrong_token_at == position:
             return 0
-        return (sum(map(ord, prompt.id)) * 31 + position * 7) % 1000 + 1
+        return (_digest(prompt.id) * 31 + position * 7) % 1000 + 1
 
     def versions(self) -> Mapping[str, str]:
         return {"engine": "fake (tests only)"}

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from specgate.errors import WorkloadError
 
-TASKS = ("continue", "summarize", "notice")
+PROMPT_TASKS = ("continue", "summarize", "notice")
 LANGUAGES = ("en", "zh")
 CHARS_PER_TOKEN = {"en": 3.5, "zh": 0.5}
 TEMPLATE_TOKENS = 48
@@ -290,7 +290,7 @@ def build_long_workload(
     cache cannot shorten a TTFT. Pass a filtered list of `Document`s to use only some (e.g. one `kind`).
     """
     if (task, language) not in TEMPLATES:
-        raise WorkloadError(f"task {task!r} / language {language!r}: known tasks {TASKS}, languages {LANGUAGES}")
+        raise WorkloadError(f"task {task!r} / language {language!r}: known tasks {PROMPT_TASKS}, languages {LANGUAGES}")
     if not context_tokens or limit < 1:
         raise WorkloadError(f"need context lengths and limit ≥ 1, got {list(context_tokens)} and {limit}")
     documents = load_corpus(Path(corpus), language) if isinstance(corpus, (str, Path)) else tuple(corpus)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specgate.config import GatePolicy
@@ -28,7 +28,8 @@ from specgate.plan import MeasurementPlan
 class Measurement:
     """The raw result of measuring one plan: runs per arm in execution order, with what the engine ran.
 
-    `models` are the model files' hashes by arm and role; `cost_ratios` the draft/target step cost c by arm."""
+    `models` are the model files' hashes by arm and role; `cost_ratios` the draft/target step cost c by arm;
+    `probes` the time-to-first-token probes by arm (one-token requests, see `measure_plan`)."""
 
     plan: MeasurementPlan
     hardware: str
@@ -39,6 +40,7 @@ class Measurement:
     models: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     cost_ratios: Mapping[str, float | None] = field(default_factory=dict)
     rounds: int = 0
+    probes: Mapping[str, tuple[ArmRun, ...]] = field(default_factory=dict)
     started_at: float = 0.0
     duration_s: float = 0.0
 
@@ -75,13 +77,20 @@ def measure_plan(
     hardware: str,
     observer: RunObserver | None = None,
     stop: StopRule | None = None,
+    probes: int = 0,
 ) -> Measurement:
-    """Run every arm of the plan on the prompts of a loaded engine, round by round (see the module docstring)."""
+    """Run every arm of the plan on the prompts of a loaded engine, round by round (see the module docstring).
+
+    With `probes` (engines that take one request at a time), each prompt is also sent `probes` more times per arm
+    and round with a one-token output budget, interleaved like the rest: their time to first token is the same
+    prefill as a full request's, at a fraction of its cost, so a TTFT comparison gets several times more units. They
+    are kept apart (`Measurement.probes`) and feed nothing but TTFT."""
     if not prompts:
         raise MeasurementError(f"workload {plan.workload!r} has no prompts to measure")
     started = time.time()
     clock = time.perf_counter()
     runs: dict[str, list[ArmRun]] = {arm: [] for arm in plan.names}
+    probe_runs: dict[str, list[ArmRun]] = {arm: [] for arm in plan.names}
     warmed: set[str] = set()
     rounds = 0
 
@@ -110,6 +119,7 @@ def measure_plan(
             rounds=rounds,
             started_at=started,
             duration_s=time.perf_counter() - clock,
+            probes={arm: tuple(r) for arm, r in probe_runs.items() if r},
         )
 
     last = max(policy.repetitions, policy.max_repetitions if stop is not None else 0)
@@ -118,6 +128,10 @@ def measure_plan(
             for index, prompt in enumerate(prompts):
                 for arm in plan.order(repetition, index):
                     run([prompt], arm, repetition)
+                probe = replace(prompt, max_new_tokens=1)
+                for turn in range(probes):
+                    for arm in plan.order(repetition, index + turn + 1):
+                        probe_runs[arm].append(engine.run([probe], arm, repetition=repetition))
         else:
             for arm in plan.order(repetition):
                 run(list(prompts), arm, repetition)

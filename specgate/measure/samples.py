@@ -8,7 +8,7 @@ engine calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specgate.engines.base import ArmRun
 from specgate.measure.metrics import request_metrics
@@ -98,3 +98,16 @@ def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
             )
     walls = tuple(run.wall_s for run in runs)
     return ArmSamples(tuple(samples), walls, tuple(run_key(run, i) for i, run in enumerate(runs)))
+
+
+def probe_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
+    """The samples of an arm's one-token TTFT probes, keyed prompt#round.turn (unique beside the full requests)."""
+    turns: dict[tuple[str, int], int] = {}
+    keyed = []
+    for run in runs:
+        samples = arm_samples((run,)).samples
+        for sample in samples:
+            turn = turns.get((sample.prompt_id, sample.repetition), 0)
+            turns[(sample.prompt_id, sample.repetition)] = turn + 1
+            keyed.append(replace(sample, key=f"{sample.key}.{turn}"))
+    return ArmSamples(tuple(keyed), tuple(r.wall_s for r in runs), tuple(s.key for s in keyed))

@@ -75,3 +75,58 @@ def _prompt(line: str, number: int, workload: WorkloadConfig, mapping: Mapping[s
         reference=None if reference is None else reference if isinstance(reference, str) else json.dumps(reference),
         system=None if system is None else str(system),
     )
+
+
+def workload_problems(
+    workload: WorkloadConfig, min_samples: int, repetitions: int = 1, shown: str | None = None
+) -> list[str]:
+    """Every problem of a workload's file, checked without any model: the file exists and is UTF-8, each line is a
+    JSON object with the mapped fields, ids are unique, prompts × `repetitions` reach `min_samples` requests per
+    arm, and a workload with a task has a reference answer for every prompt. `shown` is the path as the messages
+    give it."""
+    where = f"workload {workload.name!r} ({shown or workload.path})"
+    try:
+        text = workload.path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return [f"{where}: the file does not exist; fix workloads.{workload.name}.path in the project config"]
+    except OSError as exc:
+        return [f"{where}: cannot read it ({exc.strerror}); fix workloads.{workload.name}.path"]
+    except UnicodeDecodeError as exc:
+        return [f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8 JSONL"]
+    mapping = {**DEFAULT_FIELDS, **workload.fields}
+    problems: list[str] = []
+    prompts: list[Prompt] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if workload.limit is not None and len(prompts) >= workload.limit:
+            break
+        try:
+            prompts.append(_prompt(line, number, workload, mapping))
+        except WorkloadError as exc:
+            problems.append(str(exc).replace(f"workload {workload.name!r}: {workload.path}", where))
+        if len(problems) >= 5:
+            problems.append(f"{where}: stopped after 5 broken lines")
+            return problems
+    if problems:
+        return problems
+    if not prompts:
+        return [f'{where}: holds no prompts; one JSON object per line, e.g. {{"id": "a", "prompt": "…"}}']
+    ids = [p.id for p in prompts]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        problems.append(f"{where}: duplicate ids {', '.join(duplicates[:5])}; ids pair requests across arms and runs")
+    rounds = workload.repetitions or repetitions
+    if len(prompts) * rounds < min_samples:
+        problems.append(
+            f"{where}: {len(prompts)} prompt(s) × {rounds} round(s) = {len(prompts) * rounds} requests per arm, the "
+            f"gate needs gate.min_samples={min_samples}; add prompts, raise the workload's limit or its repetitions"
+        )
+    if workload.task != "generate":
+        missing = [p.id for p in prompts if p.reference is None]
+        if missing:
+            problems.append(
+                f"{where}: task {workload.task!r} scores against reference answers, but {len(missing)} prompt(s) have "
+                f"none (first: {missing[0]!r}); map the field with workloads.{workload.name}.fields.reference"
+            )
+    return problems

@@ -22,6 +22,7 @@ from specgate.checks import Check
 from specgate.errors import SpecgateError
 from specgate.evaluation import Divergence, Evaluation
 from specgate.hardware.energy import EnergyReport
+from specgate.hardware.fingerprint import Fingerprint
 from specgate.hardware.roofline import Roofline
 from specgate.measure.metrics import ArmSummary, Speedup
 from specgate.reports.provenance import CommitInfo, commit_info, machine_info
@@ -72,6 +73,8 @@ class EvaluationRecord:
     energy: EnergyReport | None = None
     roofline: Roofline | None = None
     notes: tuple[str, ...] = ()
+    rounds: int = 0
+    fingerprint: Fingerprint | None = None
 
     def arm(self, name: str) -> ArmRecord:
         return next(a for a in self.arms if a.name == name)
@@ -96,6 +99,7 @@ class VerdictDocument:
     evaluations: tuple[EvaluationRecord, ...]
     out_dir: str = "reports"
     machine: Mapping[str, Any] = field(default_factory=dict)
+    notices: tuple[str, ...] = ()
     report_warnings: tuple[str, ...] = ()
 
     @property
@@ -137,8 +141,8 @@ def arm_records(evaluation: Evaluation, divergences: int = 10) -> tuple[ArmRecor
     return tuple(records)
 
 
-def evaluation_record(evaluation: Evaluation) -> EvaluationRecord:
-    """The document's record of one evaluation."""
+def evaluation_record(evaluation: Evaluation, fingerprint: Fingerprint | None = None) -> EvaluationRecord:
+    """The document's record of one evaluation (on the machine `fingerprint` names)."""
     m, plan = evaluation.measurement, evaluation.plan
     return EvaluationRecord(
         pair=m.pair,
@@ -153,6 +157,8 @@ def evaluation_record(evaluation: Evaluation) -> EvaluationRecord:
         energy=evaluation.energy,
         roofline=evaluation.roofline,
         notes=plan.notes,
+        rounds=m.rounds,
+        fingerprint=fingerprint,
     )
 
 
@@ -173,9 +179,10 @@ def build_document(run: Any) -> VerdictDocument:
         failed_checks=tuple(c.key for c in verdict.failed),
         errors=verdict.errors,
         recommendations=verdict.recommendations,
-        evaluations=tuple(evaluation_record(e) for e in run.evaluations()),
+        evaluations=tuple(evaluation_record(e, run.fingerprint(e)) for e in run.evaluations()),
         out_dir=_relative(run.out_dir, root),
         machine=machine_info(),
+        notices=verdict.notices,
     )
 
 

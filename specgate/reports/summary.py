@@ -81,6 +81,7 @@ def summary_markdown(document: VerdictDocument) -> str:
         f"pairs {', '.join(f'`{p}`' for p in document.pairs)} · workloads "
         f"{', '.join(f'`{w}`' for w in document.workloads)} · commit `{document.commit.id[:12]}` · "
         f"specgate {document.specgate_version}",
+        *(f"> **{notice}**" for notice in document.notices),
         *_failed(verdict.failed),
     ]
     if verdict.errors:

@@ -32,9 +32,10 @@ def evaluation_lines(record: EvaluationRecord) -> list[str]:
     parts.append(f"decode {plain.name} {_ms(rates[0])} / {released.name} {_ms(rates[1])} tok/s")
     if released.drift is not None:
         parts.append(f"outputs differ {released.drift.differing}/{released.drift.n}")
-    lines = [f"{record.pair} / {record.workload}: " + "; ".join(parts)]
+    reference = "" if record.reference is None else f" (beside reference {record.reference}, {record.rounds} rounds)"
+    lines = [f"{record.pair} / {record.workload}{reference}: " + "; ".join(parts)]
     for arm in record.arms:
-        if arm.name in (record.plain, record.released) or not arm.speculative:
+        if arm.name in (record.plain, record.released) or not arm.speculative or arm.reference:
             continue
         extra = _arm_numbers(arm)
         if arm.summary.decode_tokens_per_s is not None:
@@ -75,16 +76,29 @@ def resource_line(record: EvaluationRecord) -> str | None:
     return "  " + "; ".join(parts) if parts else None
 
 
+HEADLINE_CHARS = 220
+
+
+def headline(message: str) -> str:
+    """The first sentence of a check's evidence, for one line per failed check (the full evidence is in pytest's
+    failure report, verdict.json and summary.md)."""
+    first = message.split(". ", 1)[0]
+    return first if len(first) <= HEADLINE_CHARS else first[: HEADLINE_CHARS - 1] + "…"
+
+
 def verdict_lines(document: VerdictDocument) -> list[str]:
     """The terminal summary: verdict, key numbers per pair × workload, failures, errors, recommendations."""
     lines = [
         f"VERDICT: {document.verdict} (hardware {document.hardware}; {len(document.checks)} checks, "
-        f"{len(document.failed)} failed, {len(document.errors)} errors)"
+        f"{len(document.failed)} failed, {len(document.errors)} errors)",
+        *(f"!!! {notice}" for notice in document.notices),
     ]
+    machines = {r.fingerprint.describe() for r in document.evaluations if r.fingerprint is not None}
+    lines.extend(f"machine: {machine}" for machine in sorted(machines))
     for record in document.evaluations:
         lines.extend(evaluation_lines(record))
         lines.extend(line for line in [resource_line(record)] if line)
-    lines.extend(f"FAILED {c.key}: {c.message}" for c in document.failed)
+    lines.extend(f"FAILED {c.key}: {headline(c.message)}" for c in document.failed)
     lines.extend(f"ERROR {e}" for e in document.errors)
     lines.extend(f"RECOMMENDATION: {r}" for r in document.recommendations)
     lines.append(f"verdict file: {document.out_dir}/verdict.json")

@@ -81,17 +81,19 @@ def decide(
     n: int,
     power: float = 0.95,
     spread: float | None = None,
+    p_value: float | None = None,
 ) -> Decision:
     """PASS, BLOCK or UNKNOWN for a worse-direction `estimate` with standard error `se` (see the module docstring).
 
     `spread` is the per-unit standard deviation (se · √n when units are independent); with it an UNKNOWN says how
-    many units would decide it at the observed estimate and spread."""
+    many units would decide it at the observed estimate and spread. `p_value` replaces the t-based one when the
+    comparison has an exact test of its own (e.g. a permutation test)."""
     if se < 0 or not math.isfinite(estimate) or not math.isfinite(se):
         raise ValueError(f"cannot decide on estimate={estimate!r}, se={se!r}")
     t_pass = t_quantile(1.0 - alpha_pass, df) if se > 0 else 0.0
     t_block = t_quantile(1.0 - alpha_block, df) if se > 0 else 0.0
     upper, lower = estimate + t_pass * se, estimate - t_block * se
-    p_value = _p_worse(estimate, se, df)
+    p_value = _p_worse(estimate, se, df) if p_value is None else p_value
     if upper < threshold:
         outcome: Outcome = "PASS"
     elif p_value <= alpha_block and estimate > threshold:

@@ -1,131 +1,132 @@
-"""Stored baselines: `baselines/<hardware>/<pair>/<workload>.json`.
+"""Stored baselines: `baselines/<hardware>/<pair>/<workload>.json`, a short history of runs per machine.
 
-A baseline holds the raw per-request samples of every arm (so statistics can be recomputed), the outputs (token
-ids, for drift), summaries for people, and provenance. It is written atomically (temp file in the same folder,
-fsync, rename) and only when the run asks for it (`--update-baselines`). Each sample sits on one line, so a diff of
-two baselines in a merge request reads metric by metric.
+A baseline file holds the runs recorded with `--update-baselines` (`RunRecord`s: the raw per-request samples of
+every arm, so statistics can be recomputed, the outputs for drift, the task scores, provenance and the machine
+fingerprint). Each machine (fingerprint) keeps its last `keep` runs (the gate policy's `history_runs`): latency is
+compared only with the runs of the machine the gate runs on, using their between-run spread; acceptance, outputs and
+accuracy are compared with the newest run of any machine.
+
+Files are written atomically (temp file in the same folder, fsync, rename), only on purpose, and each sample sits on
+one line so a diff of two baselines in a merge request reads sample by sample. A file of another schema, a corrupt
+file or one holding another pair's baseline is a `BaselineError` naming the file; nothing is ever replaced silently.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specgate.accuracy import TaskAccuracy
 from specgate.errors import BaselineError
-from specgate.measure.samples import ArmSamples, Sample
+from specgate.hardware.fingerprint import Fingerprint
 from specgate.store.atomic import write_atomic
+from specgate.store.codec import from_data, to_data
 from specgate.store.records import RunRecord
 
-SCHEMA_VERSION = 1
-REQUIRED = ("schema_version", "hardware", "pair", "workload", "arms", "provenance")
+SCHEMA_VERSION = 2
+RERECORD = "delete it (git rm FILE) and record a new one on the reference build: pytest suites/ --update-baselines"
 
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """A stored baseline, validated: the file it came from and the run it holds."""
+    """A stored baseline file: its runs, oldest first."""
 
     path: Path
-    record: RunRecord
+    hardware: str
+    pair: str
+    workload: str
+    runs: tuple[RunRecord, ...]
+
+    def for_machine(self, fingerprint: Fingerprint) -> tuple[RunRecord, ...]:
+        """The runs recorded on this machine (same fingerprint), oldest first."""
+        return tuple(r for r in self.runs if r.fingerprint is not None and r.fingerprint.matches(fingerprint))
+
+    def latest(self, fingerprint: Fingerprint | None = None) -> RunRecord:
+        """The newest run of this machine when there is one, else the newest run of any machine."""
+        same = () if fingerprint is None else self.for_machine(fingerprint)
+        return (same or self.runs)[-1]
+
+    def machines(self) -> list[Fingerprint]:
+        """The machines that recorded runs, newest last, each once."""
+        found: dict[str, Fingerprint] = {}
+        for run in self.runs:
+            if run.fingerprint is not None:
+                found.pop(run.fingerprint.key, None)
+                found[run.fingerprint.key] = run.fingerprint
+        return list(found.values())
 
     @property
-    def arms(self) -> Mapping[str, ArmSamples]:
-        return self.record.arms
-
-    @property
-    def accuracy(self) -> Mapping[str, TaskAccuracy]:
-        return self.record.accuracy
+    def record(self) -> RunRecord:
+        """The newest run (what `specgate baseline show` and `diff` read)."""
+        return self.runs[-1]
 
 
 def baseline_path(root: Path, hardware: str, pair: str, workload: str) -> Path:
     return root / hardware / pair / f"{workload}.json"
 
 
-def baseline_document(record: RunRecord) -> dict[str, Any]:
-    """The JSON document of a baseline holding one run."""
-    arms = {}
-    for arm, stored in record.arms.items():
-        arms[arm] = {
-            "summary": _summary(stored),
-            "run_walls_s": list(stored.run_walls_s),
-            "run_keys": list(stored.run_keys),
-            "samples": [_sample_dict(s) for s in stored.samples],
-        }
+def document(baseline: Baseline) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
-        "hardware": record.hardware,
-        "pair": record.pair,
-        "workload": record.workload,
-        "speedup": record.speedup(),
-        "accuracy": {arm: dataclasses.asdict(score) for arm, score in record.accuracy.items()},
-        "arms": arms,
-        "provenance": {
-            "specgate": record.specgate,
-            "engine": record.engine,
-            "versions": dict(record.versions),
-            "models": {arm: dict(models) for arm, models in record.models.items()},
-            "git_commit": record.git_commit,
-            "date": record.recorded_at,
-            "gate": dict(record.gate),
-            "sla": dict(record.limits),
-            "prompts": list(record.prompts),
-        },
+        "hardware": baseline.hardware,
+        "pair": baseline.pair,
+        "workload": baseline.workload,
+        "runs": [to_data(run) for run in baseline.runs],
     }
 
 
-def _summary(arm: ArmSamples) -> dict[str, float | None]:
-    def mean(field: str) -> float | None:
-        values, _ = arm.values(field)
-        return sum(values) / len(values) if values else None
+def dumps_readable(data: Any) -> str:
+    """JSON with every sample on one line: small, stable diffs in merge requests."""
+    rows: dict[str, list[Any]] = {}
 
-    return {
-        "ttft_ms_mean": mean("ttft_ms"),
-        "tpot_ms_mean": mean("tpot_ms"),
-        "e2el_ms_mean": mean("e2el_ms"),
-        "acceptance_rate": arm.acceptance_rate,
-    }
+    def mark(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: (_placeholder(rows, v) if k == "samples" and isinstance(v, list) else mark(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [mark(v) for v in value]
+        return value
 
-
-def _sample_dict(sample: Sample) -> dict[str, Any]:
-    return {
-        "key": sample.key,
-        "prompt_id": sample.prompt_id,
-        "repetition": sample.repetition,
-        "ttft_ms": round(sample.ttft_ms, 3),
-        "tpot_ms": None if sample.tpot_ms is None else round(sample.tpot_ms, 4),
-        "e2el_ms": round(sample.e2el_ms, 3),
-        "wall_ms": round(sample.wall_ms, 3),
-        "output_tokens": sample.output_tokens,
-        "drafted": sample.drafted,
-        "accepted": sample.accepted,
-        "output_ids": list(sample.output_ids),
-    }
-
-
-def dumps_readable(document: Mapping[str, Any]) -> str:
-    """JSON with one sample per line: small, stable diffs in merge requests."""
-    arms = document.get("arms", {})
-    placeholders = {arm: f"__samples_of_{arm}__" for arm in arms}
-    skeleton = dict(document)
-    skeleton["arms"] = {arm: {**data, "samples": placeholders[arm]} for arm, data in arms.items()}
-    text = json.dumps(skeleton, indent=2, sort_keys=True)
-    for arm, data in arms.items():
-        rows = ",\n".join("        " + json.dumps(sample, sort_keys=True) for sample in data["samples"])
-        text = text.replace(json.dumps(placeholders[arm]), "[\n" + rows + "\n      ]" if rows else "[]", 1)
+    text = json.dumps(mark(data), indent=2, sort_keys=True, ensure_ascii=False)
+    for key, samples in rows.items():
+        lines = ",\n".join("  " + json.dumps(s, sort_keys=True, ensure_ascii=False) for s in samples)
+        text = text.replace(json.dumps(key), "[\n" + lines + "\n]" if lines else "[]", 1)
     return text + "\n"
 
 
-def write_baseline(path: Path, record: RunRecord) -> None:
-    """Replace the baseline atomically: readers see the old or the new file, never a partial one."""
-    write_atomic(path, dumps_readable(baseline_document(record)))
+def _placeholder(rows: dict[str, list[Any]], samples: list[Any]) -> str:
+    key = f"__samples_{len(rows)}__"
+    rows[key] = samples
+    return key
+
+
+def write_baseline(path: Path, baseline: Baseline) -> None:
+    """Replace the file atomically: readers see the old or the new file, never a partial one."""
+    write_atomic(path, dumps_readable(document(baseline)))
+
+
+def append_run(path: Path, record: RunRecord, keep: int) -> Baseline:
+    """Add a run to the file's history (created when missing), keeping the last `keep` runs of its machine.
+
+    An existing file that cannot be read is never overwritten: the `BaselineError` says what is wrong with it."""
+    expect = (record.hardware, record.pair, record.workload)
+    old = load_baseline(path, expect) if path.exists() else Baseline(path, *expect, ())
+    runs = [*old.runs, record]
+    if record.fingerprint is not None:
+        mine = [r for r in runs if r.fingerprint is not None and r.fingerprint.matches(record.fingerprint)]
+        dropped = {id(r) for r in mine[: max(0, len(mine) - keep)]}
+        runs = [r for r in runs if id(r) not in dropped]
+    baseline = Baseline(path, *expect, tuple(runs))
+    write_baseline(path, baseline)
+    return baseline
 
 
 def load_baseline(path: Path, expect: tuple[str, str, str] | None = None) -> Baseline:
-    """Read and validate a baseline; every problem is a `BaselineError` naming the file. `expect` is the
+    """Read and validate a baseline file; every problem is a `BaselineError` naming the file. `expect` is the
     (hardware, pair, workload) the file must be for."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -133,73 +134,63 @@ def load_baseline(path: Path, expect: tuple[str, str, str] | None = None) -> Bas
         raise BaselineError(f"{path}: cannot read baseline: {exc.strerror}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BaselineError(
-            f"{path}: corrupt baseline (not valid JSON: {exc}). Restore it from git "
-            "(git checkout -- FILE) or re-record it on the reference build with --update-baselines."
+            f"{path}: corrupt baseline (not valid JSON: {exc}). Restore it from git (git checkout -- FILE) or "
+            f"{RERECORD}."
         ) from exc
-    if not isinstance(raw, dict) or any(key not in raw for key in REQUIRED):
-        missing = [k for k in REQUIRED if not isinstance(raw, dict) or k not in raw]
-        raise BaselineError(f"{path}: not a specgate baseline (missing {', '.join(missing)})")
+    if not isinstance(raw, dict) or "schema_version" not in raw:
+        raise BaselineError(f"{path}: not a specgate baseline (no schema_version). Restore it from git or {RERECORD}.")
     if raw["schema_version"] != SCHEMA_VERSION:
         raise BaselineError(
-            f"{path}: baseline schema_version {raw['schema_version']!r}, this specgate reads {SCHEMA_VERSION}. "
-            "Re-record it with --update-baselines on the reference build."
+            f"{path}: baseline schema_version {raw['schema_version']!r}, this specgate reads {SCHEMA_VERSION} "
+            f"(runs with machine fingerprints); {RERECORD}. The file is left as it is."
         )
+    missing = [k for k in ("hardware", "pair", "workload", "runs") if k not in raw]
+    if missing or not isinstance(raw["runs"], list) or not raw["runs"]:
+        raise BaselineError(f"{path}: not a specgate baseline (missing {', '.join(missing) or 'runs'}); {RERECORD}.")
     try:
-        record = _record(raw)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise BaselineError(f"{path}: malformed samples ({type(exc).__name__}: {exc})") from exc
-    found = (record.hardware, record.pair, record.workload)
-    if expect is not None and found != expect:
+        runs = tuple(from_data(RunRecord, run, f"runs[{i}]") for i, run in enumerate(raw["runs"]))
+    except ValueError as exc:
+        raise BaselineError(f"{path}: malformed baseline: {exc}; restore it from git or {RERECORD}.") from exc
+    found = (str(raw["hardware"]), str(raw["pair"]), str(raw["workload"]))
+    inner = {(r.hardware, r.pair, r.workload) for r in runs}
+    if expect is not None and (found != expect or inner != {expect}):
         raise BaselineError(
-            f"{path}: holds the baseline of {'/'.join(found)}, not {'/'.join(expect)}; a file was copied or "
-            "renamed by hand: restore it from git or re-record it with --update-baselines"
+            f"{path}: holds the baseline of {'/'.join(found)}, not {'/'.join(expect)}; a file was copied or renamed "
+            f"by hand: restore it from git or {RERECORD}"
         )
-    return Baseline(path, record)
-
-
-def _record(raw: Mapping[str, Any]) -> RunRecord:
-    provenance = raw["provenance"]
-    arms = {str(name): _arm(data) for name, data in raw["arms"].items()}
-    models = provenance.get("models") or {}
-    if models and all(isinstance(v, str) for v in models.values()):  # recorded per pair, before arms were data
-        models = {arm: dict(models) if arm != "ar" else {"target": models.get("target", "")} for arm in arms}
-    return RunRecord(
-        hardware=str(raw["hardware"]),
-        pair=str(raw["pair"]),
-        workload=str(raw["workload"]),
-        arms=arms,
-        accuracy={arm: TaskAccuracy(**score) for arm, score in (raw.get("accuracy") or {}).items()},
-        models={str(arm): {str(k): str(v) for k, v in m.items()} for arm, m in models.items()},
-        engine=str(provenance.get("engine", "")),
-        versions={str(k): str(v) for k, v in (provenance.get("versions") or {}).items()},
-        recorded_at=str(provenance.get("date", "")),
-        git_commit=provenance.get("git_commit"),
-        specgate=str(provenance.get("specgate", "")),
-        gate=dict(provenance.get("gate") or {}),
-        limits={str(k): float(v) for k, v in (provenance.get("sla") or {}).items()},
-        prompts=tuple(str(p) for p in provenance.get("prompts") or ()),
-    )
-
-
-def _arm(data: Mapping[str, Any]) -> ArmSamples:
-    samples = tuple(
-        Sample(
-            str(s["key"]),
-            str(s["prompt_id"]),
-            int(s["repetition"]),
-            float(s["ttft_ms"]),
-            None if s["tpot_ms"] is None else float(s["tpot_ms"]),
-            float(s["e2el_ms"]),
-            float(s.get("wall_ms", s["e2el_ms"])),
-            int(s["output_tokens"]),
-            int(s["drafted"]),
-            int(s["accepted"]),
-            tuple(int(i) for i in s["output_ids"]),
-        )
-        for s in data["samples"]
-    )
-    return ArmSamples(samples, tuple(float(w) for w in data["run_walls_s"]), tuple(str(k) for k in data["run_keys"]))
+    return Baseline(path, *found, runs)
 
 
 def list_baselines(root: Path) -> Sequence[Path]:
     return sorted(root.glob("*/*/*.json"))
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineStore:
+    """The baselines folder of one hardware profile, as a run reads and writes it. Paths in messages are shown
+    relative to the project folder (what a merge request shows)."""
+
+    root: Path
+    hardware: str
+    project_dir: Path
+
+    def path(self, pair: str, workload: str) -> Path:
+        return baseline_path(self.root, self.hardware, pair, workload)
+
+    def load(self, pair: str, workload: str) -> Baseline | None:
+        """The stored baseline, or None when there is none; a broken file is a `BaselineError`."""
+        path = self.path(pair, workload)
+        return load_baseline(path, (self.hardware, pair, workload)) if path.exists() else None
+
+    def relative(self, path: Path) -> str:
+        try:
+            return str(path.resolve().relative_to(self.project_dir.resolve()))
+        except ValueError:
+            return str(path)
+
+
+def write_run(folder: Path, record: RunRecord) -> Path:
+    """One run in the baselines' format under `folder/<hardware>/<pair>/<workload>.json` (a report artifact)."""
+    path = baseline_path(folder, record.hardware, record.pair, record.workload)
+    write_baseline(path, Baseline(path, record.hardware, record.pair, record.workload, (record,)))
+    return path

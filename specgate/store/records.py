@@ -16,8 +16,11 @@ from typing import Any
 
 from specgate import __version__
 from specgate.accuracy import TaskAccuracy
+from specgate.config import Speculation
 from specgate.evaluation import Evaluation
+from specgate.hardware.fingerprint import Fingerprint
 from specgate.measure.samples import ArmSamples
+from specgate.plan import Arm, MeasurementPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +28,9 @@ class RunRecord:
     """One run of a pair × workload: the samples of each arm and where they came from.
 
     `models` maps arm → role (`target`, `draft`) → the model file's SHA-256; `gate` is the gate policy it was
-    measured under and `limits` the SLA limits it was judged with; `prompts` the workload's prompt ids in order."""
+    measured under and `limits` the SLA limits it was judged with; `prompts` the workload's prompt ids in order;
+    `released` the arm a PASS releases and `plain_of` each speculative arm's plain-decoding arm (the plan's shape);
+    `probes` the one-token TTFT probes of each arm (reference mode), which feed TTFT comparisons only."""
 
     hardware: str
     pair: str
@@ -41,6 +46,17 @@ class RunRecord:
     gate: Mapping[str, Any] = field(default_factory=dict)
     limits: Mapping[str, float] = field(default_factory=dict)
     prompts: tuple[str, ...] = ()
+    fingerprint: Fingerprint | None = None
+    released: str = "spec"
+    plain_of: Mapping[str, str] = field(default_factory=dict)
+    probes: Mapping[str, ArmSamples] = field(default_factory=dict)
+
+    def ttft_view(self, arm: str) -> ArmSamples:
+        """An arm's samples with its TTFT probes: what TTFT comparisons read."""
+        main, extra = self.arms[arm], self.probes.get(arm)
+        if extra is None:
+            return main
+        return ArmSamples(main.samples + extra.samples, main.run_walls_s, main.run_keys)
 
     def speedup(self, arm: str = "spec", plain: str = "ar") -> float | None:
         """Σ wall of the plain arm / Σ wall of `arm`, or None when either is missing."""
@@ -65,6 +81,7 @@ def record_run(
     project_dir: Path,
     arms: tuple[str, ...] | None = None,
     limits: Mapping[str, float] | None = None,
+    fingerprint: Fingerprint | None = None,
 ) -> RunRecord:
     """The record of an evaluation (of the given arms, by default all)."""
     m = evaluation.measurement
@@ -83,4 +100,19 @@ def record_run(
         gate=dict(gate),
         limits=dict(limits or {}),
         prompts=tuple(p.id for p in m.prompts),
+        fingerprint=fingerprint,
+        released=m.plan.released,
+        plain_of={arm: plain for arm, plain in m.plan.speedups if arm in names and plain in names},
+        probes={arm: samples for arm, samples in evaluation.probes.items() if arm in names},
     )
+
+
+def plan_of(record: RunRecord) -> MeasurementPlan:
+    """The shape of the plan a record was measured with (its arms, which are speculative, the released arm), for
+    comparing two stored records without the project config."""
+    marker = Speculation("recorded", 1)
+    arms = tuple(
+        Arm(name, name, record.pair, False, "", marker if name in record.plain_of else None, "")
+        for name in sorted(record.arms, key=lambda n: (n in record.plain_of, n != record.released, n))
+    )
+    return MeasurementPlan(record.pair, record.workload, arms, tuple(record.plain_of.items()), released=record.released)

@@ -1,6 +1,6 @@
 """Allure integration: what a gate run adds to the results allure-pytest writes under `--alluredir`.
 
-Active only when allure-pytest is installed and `--alluredir` is given (see `specgate.reports.plugins`):
+Active only when allure-pytest is installed and `--alluredir` is given (see `specgate.pytest_plugins.reports`):
 - labels on every gate test: epic / feature / story = hardware / pair / workload, and the same as
   parentSuite / suite / subSuite, so both the Behaviors and the Suites tree read hardware → pair → workload;
 - per check a step with the observed value, the limit, the baseline, n and the 95 % CI as step parameters and the
@@ -27,7 +27,7 @@ import pytest
 from specgate import __version__
 from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check
 from specgate.evaluation import Evaluation
-from specgate.items import item_target
+from specgate.pytest_plugins.items import item_target
 from specgate.reports.provenance import commit_info
 from specgate.run import GateRun
 

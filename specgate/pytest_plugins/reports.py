@@ -1,7 +1,7 @@
 """The pytest side of the reports: registered from `specgate.plugin`'s `pytest_configure` for a gate run.
 
 `ReportsTerminal` lists the written reports after the verdict and shows any report that failed; `AllureGate`
-(in `allure_report`) joins only when allure-pytest is installed and `--alluredir` is given.
+(in `specgate.pytest_plugins.allure`) joins only when allure-pytest is installed and `--alluredir` is given.
 """
 
 from __future__ import annotations
@@ -51,6 +51,6 @@ def register_reports(config: pytest.Config, run: GateRun) -> None:
     terminal = ReportsTerminal(run, alluredir)
     config.pluginmanager.register(terminal, "specgate-reports")
     if alluredir is not None and importlib.util.find_spec("allure") is not None:
-        from specgate.reports.allure_report import AllureGate
+        from specgate.pytest_plugins.allure import AllureGate
 
         config.pluginmanager.register(AllureGate(run, alluredir, terminal.warn), "specgate-allure")

@@ -1,0 +1,440 @@
+"""The regression judgement of one pair × workload: against the reference measured beside it, and against this
+machine's stored baselines.
+
+- **beside** (`reference:*`, reference mode): every latency metric, the speedup and acceptance of each candidate arm
+  against the reference arm of the same name, paired by prompt and round; the outputs and task accuracy of the
+  released arm against the reference's.
+- **baseline** (`regression:*`): acceptance, outputs and accuracy against the newest stored run (any machine: they
+  do not depend on it); latency only when no reference is measured beside it, and then only against runs of this
+  machine (same fingerprint) — with at least `min_history_runs` of them, using their between-run spread. Otherwise
+  latency is "not comparable", with both machines named and how to fix it; `latency_baseline: required` (the
+  default) makes that block, `optional` reports it and passes. Never "REGRESSED" on another machine's numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from specgate.checks import REGRESSION, Check
+from specgate.checks.regression import (
+    Levels,
+    acceptance_check,
+    accuracy_check,
+    latency_keys,
+    metric_checks,
+    output_drift_check,
+)
+from specgate.comparison import (
+    ACCEPTANCE,
+    OUTPUT_DRIFT,
+    TASK_ACCURACY,
+    Estimate,
+    Metric,
+    history,
+    metric_key,
+    paired,
+    split_key,
+    tail,
+)
+from specgate.config import GatePolicy, SlaLimits
+from specgate.measure.protocol import Measurement
+from specgate.measure.samples import ArmSamples
+from specgate.plan import MeasurementPlan
+from specgate.stats.decision import Decision, t_quantile
+from specgate.store.baselines import Baseline
+from specgate.store.records import RunRecord
+
+Results = dict[str, Check | Exception]
+MAX_HISTORY_RUNS = 20  # more runs than anyone keeps: beyond it, history is the wrong tool for this machine
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """One pair × workload as the regression checks see it: its plan, this run's record (every arm), the stored
+    baseline (None when there is none), and the limits it is judged with."""
+
+    plan: MeasurementPlan
+    record: RunRecord
+    baseline: Baseline | Exception | None
+    source: str
+    sla: SlaLimits
+    units_per_round: int
+    rounds: int
+
+
+def samples_for(record: RunRecord, arm: str, metric: Metric) -> ArmSamples:
+    """An arm's samples for a metric: TTFT reads the one-token probes too."""
+    return record.ttft_view(arm) if metric.field == "ttft_ms" else record.arms[arm]
+
+
+def beside_estimate(
+    plan: MeasurementPlan, record: RunRecord, metric: Metric, arm: str, policy: GatePolicy, alpha: float
+) -> object:
+    """The estimate of one metric of a candidate arm against its reference arm, both measured in this run."""
+    reference = dict(plan.beside)[arm]
+    plain_cand, plain_ref = plan.baseline_of(arm), plan.baseline_of(reference)
+    before, after = samples_for(record, reference, metric), samples_for(record, arm, metric)
+    probes = " with TTFT probes" if metric.field == "ttft_ms" and record.probes else ""
+    how = f"paired by prompt and round beside the reference ({reference}){probes}"
+    if metric.kind == "tail":
+        return tail(metric, before, after, resamples=_resamples(policy, alpha), seed=policy.seed, how=how)
+    return paired(
+        metric,
+        before,
+        after,
+        plain_before=None if plain_ref is None else record.arms[plain_ref],
+        plain_after=None if plain_cand is None else record.arms[plain_cand],
+        how=how,
+    )
+
+
+def _resamples(policy: GatePolicy, alpha: float) -> int:
+    """Enough bootstrap resamples for the tail's corrected level, never fewer than the policy's."""
+    return max(policy.bootstrap_resamples, math.ceil(20 / alpha))
+
+
+def beside_latency(subject: Subject, policy: GatePolicy, levels: Levels, budget: str = "") -> Results:
+    """`reference:<metric>` latency checks of a plan (the sequential stopping rule calls this on partial rounds)."""
+    plan = subject.plan
+
+    def estimate(metric: Metric, arm: str) -> object:
+        return beside_estimate(plan, subject.record, metric, arm, policy, levels.alpha_block)
+
+    return metric_checks(
+        "reference",
+        (plan.pair, plan.workload),
+        latency_keys(plan, beside=True),
+        plan.released,
+        estimate,  # type: ignore[arg-type]
+        subject.sla,
+        levels,
+        lambda arm: f"{dict(plan.beside)[arm]} measured beside it",
+        units_per_round=subject.units_per_round,
+        budget=budget,
+    )
+
+
+def beside(subject: Subject, policy: GatePolicy, levels: Levels, budget: str) -> Results:
+    """Every `reference:*` check of a pair × workload."""
+    plan, record = subject.plan, subject.record
+    where = (plan.pair, plan.workload)
+    results = beside_latency(subject, policy, levels, budget)
+    for arm, ref_arm in plan.beside:
+        if plan.arm(arm).speculative:
+            name = f"reference:{metric_key(ACCEPTANCE, arm, plan.released)}"
+            results[name] = acceptance_check(
+                name,
+                where,
+                record.arms[ref_arm],
+                record.arms[arm],
+                subject.sla,
+                Levels(policy.alpha),
+                f"{ref_arm} measured beside it",
+                arm=arm,
+            )
+    released = plan.released
+    reference = dict(plan.beside).get(released)
+    if reference is not None:
+        same = dict(record.models.get(released, {})) == dict(record.models.get(reference, {}))
+        results[f"reference:{OUTPUT_DRIFT}"] = output_drift_check(
+            f"reference:{OUTPUT_DRIFT}",
+            where,
+            record.arms[reference],
+            record.arms[released],
+            same,
+            subject.sla,
+            f"{reference} measured beside it",
+            arm=released,
+        )
+        if record.accuracy:
+            results[f"reference:{TASK_ACCURACY}"] = accuracy_check(
+                f"reference:{TASK_ACCURACY}",
+                where,
+                record.accuracy.get(reference),
+                record.accuracy.get(released),
+                subject.sla,
+                f"{reference} measured beside it",
+                arm=released,
+            )
+    return results
+
+
+def _machines_text(baseline: Baseline, record: RunRecord) -> str:
+    theirs = baseline.machines()
+    mine = record.fingerprint
+    if mine is None:
+        return "this run has no machine fingerprint"
+    if not theirs:
+        return "the baseline records no machine fingerprint"
+    other = theirs[-1]
+    differs = "; ".join(other.differences(mine))
+    return f"baseline recorded on {other.describe()}; this machine is {mine.describe()} ({differs})"
+
+
+def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy) -> Check:
+    """A latency check that cannot be made against the stored baseline: never REGRESSED; blocks unless the policy's
+    `latency_baseline` is `optional`."""
+    plan = subject.plan
+    optional = policy.latency_baseline == "optional"
+    fix = (
+        f"record one here (pytest suites/ --hardware={subject.record.hardware} --pair={plan.pair} --update-baselines, "
+        f"{policy.min_history_runs} times) or gate against a reference measured beside it "
+        f"(pairs.{plan.pair}.reference in specgate.yaml, or --reference=PAIR)"
+    )
+    head = "not gated (latency_baseline: optional)" if optional else "BLOCK"
+    message = f"{head}: latency not comparable — {reason} — {fix} [baseline {subject.source}]"
+    arm, _ = split_key(key, plan.released)
+    return Check(
+        f"regression:{key}",
+        plan.pair,
+        plan.workload,
+        REGRESSION,
+        optional,
+        message,
+        arm=arm,
+        details={"outcome": "NOT COMPARABLE"},
+    )
+
+
+def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, update: bool = False) -> Results:
+    """Every `regression:*` check of a pair × workload against its stored baseline (which exists)."""
+    plan, record, baseline = subject.plan, subject.record, subject.baseline
+    assert isinstance(baseline, Baseline)
+    where = (plan.pair, plan.workload)
+    latest = baseline.latest(record.fingerprint)
+    source = f"baseline {subject.source}"
+    results: Results = {}
+    keys = latency_keys(plan, beside=False)
+    for key in keys:
+        arm, name = split_key(key, plan.released)
+        if name == ACCEPTANCE:
+            results[f"regression:{key}"] = acceptance_check(
+                f"regression:{key}",
+                where,
+                latest.arms.get(arm),
+                record.arms.get(arm),
+                subject.sla,
+                Levels(policy.alpha),
+                source,
+                arm=arm,
+            )
+    if plan.reference is None:
+        results.update(_baseline_latency(subject, policy, levels, keys, update))
+    released = plan.released
+    same = dict(latest.models.get(released, {})) == dict(record.models.get(released, {}))
+    results[f"regression:{OUTPUT_DRIFT}"] = output_drift_check(
+        f"regression:{OUTPUT_DRIFT}",
+        where,
+        latest.arms.get(released),
+        record.arms.get(released),
+        same,
+        subject.sla,
+        source,
+        arm=released,
+    )
+    if latest.accuracy or record.accuracy:
+        results[f"regression:{TASK_ACCURACY}"] = accuracy_check(
+            f"regression:{TASK_ACCURACY}",
+            where,
+            latest.accuracy.get(released),
+            record.accuracy.get(released),
+            subject.sla,
+            source,
+            arm=released,
+        )
+    return results
+
+
+def _baseline_latency(
+    subject: Subject, policy: GatePolicy, levels: Levels, keys: tuple[str, ...], update: bool
+) -> Results:
+    plan, record, baseline = subject.plan, subject.record, subject.baseline
+    assert isinstance(baseline, Baseline)
+    latency = [k for k in keys if split_key(k, plan.released)[1] != ACCEPTANCE]
+    fingerprint = record.fingerprint
+    runs = () if fingerprint is None else baseline.for_machine(fingerprint)
+    if len(runs) < policy.min_history_runs:
+        if update:
+            return {f"regression:{key}": _history_grows(subject, key, len(runs), policy) for key in latency}
+        reason = (
+            _machines_text(baseline, record)
+            if not runs
+            else (
+                f"only {len(runs)} run(s) of this machine are stored; {policy.min_history_runs} are needed to know its "
+                "between-run spread (runs minutes apart differ by several percent on a shared machine)"
+            )
+        )
+        return {f"regression:{key}": not_comparable(subject, key, reason, policy) for key in latency}
+
+    def estimate(metric: Metric, arm: str) -> object:
+        plain = plan.baseline_of(arm)
+
+        def pick(stored: RunRecord) -> tuple[ArmSamples, ArmSamples | None]:
+            return samples_for(stored, arm, metric), None if plain is None else stored.arms[plain]
+
+        if len(runs) >= 2:
+            return history(metric, [pick(r) for r in runs], pick(record))
+        before, plain_before = pick(runs[-1])
+        after, plain_after = pick(record)
+        how = "paired with the one stored run of this machine (between-run drift not measured)"
+        if metric.kind == "tail":
+            return tail(
+                metric, before, after, resamples=_resamples(policy, levels.alpha_block), seed=policy.seed, how=how
+            )
+        return paired(metric, before, after, plain_before=plain_before, plain_after=plain_after, how=how)
+
+    return metric_checks(
+        "regression",
+        (plan.pair, plan.workload),
+        tuple(latency),
+        plan.released,
+        estimate,  # type: ignore[arg-type]
+        subject.sla,
+        levels,
+        lambda arm: f"baseline {subject.source}",
+        undecided=lambda decision, value: _more_runs(subject, decision, value, levels, policy.history_runs),
+    )
+
+
+def _more_runs(subject: Subject, decision: Decision, value: Estimate, levels: Levels, keep: int) -> str:
+    """What would decide an UNKNOWN against this machine's history: the stored runs its between-run spread needs
+    (a run of the candidate differs from the history's mean by that spread however many runs are stored), or,
+    beyond `MAX_HISTORY_RUNS`, a reference measured beside it."""
+    plan = subject.plan
+    beside = (
+        f"gate against a reference measured beside it (pairs.{plan.pair}.reference in specgate.yaml, or "
+        "--reference=PAIR), which cancels the drift between runs"
+    )
+    k = value.n
+    spread = value.se / math.sqrt(1 + 1 / k) if k > 0 else 0.0
+    if value.how.startswith("against") and spread > 0:
+        for runs in range(k + 1, MAX_HISTORY_RUNS + 1):
+            upper = value.estimate + t_quantile(1 - levels.alpha_pass, runs - 1) * spread * math.sqrt(1 + 1 / runs)
+            if upper < decision.threshold:
+                kept = "" if runs <= keep else f", more than gate.history_runs keeps ({keep})"
+                return (
+                    f" — this machine's between-run spread needs ≈ {runs} stored runs to decide (--update-baselines"
+                    f"{kept}); or {beside}"
+                )
+    return f" — this machine's runs differ too much for its history to decide; {beside}"
+
+
+def _history_grows(subject: Subject, key: str, stored: int, policy: GatePolicy) -> Check:
+    plan = subject.plan
+    message = (
+        f"update run: this machine's history grows to {stored + 1} of the {policy.min_history_runs} runs latency is "
+        f"compared with; nothing to compare yet [baseline {subject.source}]"
+    )
+    arm, _ = split_key(key, plan.released)
+    return Check(f"regression:{key}", plan.pair, plan.workload, REGRESSION, True, message, arm=arm)
+
+
+def broken_baseline(subject: Subject, error: Exception) -> Results:
+    """The `regression:*` checks of a pair × workload whose baseline file cannot be used: each blocks with the file's
+    problem (the checks beside the reference are unaffected)."""
+    plan = subject.plan
+    results: Results = {}
+    for key in [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY]:
+        arm, _ = split_key(key, plan.released)
+        results[f"regression:{key}"] = Check(
+            f"regression:{key}", plan.pair, plan.workload, REGRESSION, False, f"BLOCK: {error}", arm=arm
+        )
+    return results
+
+
+def no_baseline(subject: Subject, update: bool, hardware: str) -> Results:
+    """The `regression:*` checks of a pair × workload without a stored baseline."""
+    plan = subject.plan
+    keys = [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY]
+    results: Results = {}
+    for key in keys:
+        arm, _ = split_key(key, plan.released)
+        if update:
+            message = (
+                f"update run: no comparison; the baseline is written to {subject.source} at the end of the session"
+            )
+            results[f"regression:{key}"] = Check(
+                f"regression:{key}", plan.pair, plan.workload, REGRESSION, True, message, arm=arm
+            )
+        else:
+            message = (
+                f"BLOCK: no baseline for {hardware}/{plan.pair}/{plan.workload} ({subject.source}) — run the reference "
+                "build with --update-baselines"
+            )
+            results[f"regression:{key}"] = Check(
+                f"regression:{key}", plan.pair, plan.workload, REGRESSION, False, message, arm=arm
+            )
+    return results
+
+
+def looks_of(policy: GatePolicy, reference: bool) -> int:
+    """How often a comparison may be looked at: once per round from `repetitions` to `max_repetitions` in
+    reference mode (more rounds can decide an UNKNOWN there), once otherwise."""
+    return max(1, policy.max_repetitions - policy.repetitions + 1) if reference else 1
+
+
+def family_size(plans: list[tuple[MeasurementPlan, bool]]) -> int:
+    """The number of latency comparisons the run gates (on workloads that gate speed): the Holm/Bonferroni family.
+
+    `plans` are (plan, whether its workload gates speed)."""
+    from specgate.checks.regression import statistical
+
+    count = 0
+    for plan, speed in plans:
+        if not speed:
+            continue
+        keys = latency_keys(plan, beside=True) if plan.reference else latency_keys(plan, beside=False)
+        count += sum(1 for key in keys if statistical(key))
+    return max(1, count)
+
+
+def judge(
+    subjects: Mapping[tuple[str, str], Subject | Exception],
+    policy: GatePolicy,
+    family: int,
+    *,
+    update: bool,
+    hardware: str,
+) -> dict[tuple[str, str, str], Check | Exception]:
+    """Every regression check of the run, by (pair, workload, check name)."""
+    outcomes: dict[tuple[str, str, str], Check | Exception] = {}
+    for where, subject in subjects.items():
+        if isinstance(subject, Exception):
+            outcomes[(*where, "*")] = subject
+            continue
+        reference = subject.plan.reference is not None
+        levels = Levels(policy.alpha, looks_of(policy, reference), family)
+        results: Results = {}
+        if reference:
+            budget = f"; {subject.rounds} of at most {policy.max_repetitions} rounds run (gate.max_repetitions)"
+            results.update(beside(subject, policy, levels, budget))
+        if subject.baseline is None:
+            results.update(no_baseline(subject, update, hardware))
+        elif isinstance(subject.baseline, Exception):
+            results.update(broken_baseline(subject, subject.baseline))
+        else:
+            results.update(against_baseline(subject, policy, levels, update=update))
+        outcomes.update({(*where, name): result for name, result in results.items()})
+    return outcomes
+
+
+def stop_rule(
+    plan: MeasurementPlan, hardware: str, sla: SlaLimits, policy: GatePolicy, family: int, prompts: int
+) -> Callable[[Measurement], bool]:
+    """Stop adding rounds once no latency comparison beside the reference is UNKNOWN (reference mode)."""
+    from specgate.measure.samples import arm_samples, probe_samples
+
+    levels = Levels(policy.alpha, looks_of(policy, True), family)
+
+    def stop(measurement: Measurement) -> bool:
+        arms = {arm: arm_samples(runs) for arm, runs in measurement.runs.items()}
+        probes = {arm: probe_samples(runs) for arm, runs in measurement.probes.items()}
+        record = RunRecord(hardware, plan.pair, plan.workload, arms, probes=probes)
+        results = beside_latency(Subject(plan, record, None, "", sla, prompts, 0), policy, levels)
+        outcomes = [r.details.get("outcome") if isinstance(r, Check) else "UNKNOWN" for r in results.values()]
+        # a blocked comparison blocks the release whatever the others say; otherwise every one must be decided
+        return "BLOCK" in outcomes or "UNKNOWN" not in outcomes
+
+    return stop

@@ -1,0 +1,231 @@
+"""The machine fingerprint: what must be equal for two runs' latencies to be comparable.
+
+A hardware profile (`cpu`, `h200`) names a class of machines; latency depends on the exact machine. Every run and
+every stored baseline therefore carries a fingerprint, and latencies are compared only between runs of the same
+fingerprint. What must match (`MATCHED`): the CPU model and its vector extensions, the logical CPUs and the
+threads used, the memory size, the accelerator model, count and driver, the engine and its version, torch's
+version, and the dtype. What is recorded but need not match: the host name (two identical VMs are the same machine
+for the gate) and the kernel.
+
+Deterministic quantities (acceptance counts, greedy outputs, task accuracy) do not depend on the machine and are
+compared with any baseline of the profile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+
+from specgate.config import HardwareProfile
+
+# vector extensions that change kernel choice (and so speed, sometimes numerics); others are noise across steppings
+VECTOR_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "sve",
+    "sve2",
+)
+ENGINE_LIBRARIES = ("transformers", "vllm", "httpx")
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """A machine and software stack, as far as latency depends on it."""
+
+    cpu: str
+    cpu_flags: tuple[str, ...]
+    logical_cpus: int
+    threads: int | None
+    memory_gib: int
+    accelerator: str
+    accelerator_count: int
+    driver: str
+    engine: str
+    engine_version: str
+    torch: str
+    dtype: str
+    host: str = ""
+    kernel: str = ""
+
+    @property
+    def key(self) -> str:
+        """A short hash of the fields that must match."""
+        matched = {name: getattr(self, name) for name in MATCHED}
+        return hashlib.sha256(json.dumps(matched, sort_keys=True).encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        """One line people read: "AMD EPYC, 2 CPUs (avx512f avx512_bf16 …), 23 GiB; transformers 5.19.0, torch …"."""
+        flags = " ".join(f for f in self.cpu_flags if f.startswith(("avx512", "amx", "sve"))) or " ".join(
+            self.cpu_flags[-3:]
+        )
+        accelerator = "" if self.accelerator == "none" else f", {self.accelerator_count}× {self.accelerator}"
+        threads = "" if self.threads is None else f", {self.threads} threads"
+        return (
+            f"{self.cpu}, {self.logical_cpus} CPUs{threads} ({flags}), {self.memory_gib} GiB{accelerator}; "
+            f"{self.engine} {self.engine_version}, torch {self.torch}, {self.dtype}"
+        )
+
+    def differences(self, other: Fingerprint) -> list[str]:
+        """The matched fields that differ, as "cpu: X ≠ Y"."""
+        return [
+            f"{name}: {getattr(self, name)} ≠ {getattr(other, name)}"
+            for name in MATCHED
+            if getattr(self, name) != getattr(other, name)
+        ]
+
+    def matches(self, other: Fingerprint) -> bool:
+        return self.key == other.key
+
+
+MATCHED: tuple[str, ...] = tuple(f.name for f in fields(Fingerprint) if f.name not in ("host", "kernel"))
+
+
+def _cpuinfo() -> dict[str, str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "flags", "Features", "CPU part") and key not in found:
+            found[key] = value.strip()
+    return found
+
+
+def _memory_gib() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _logical_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Machine:
+    cpu: str
+    cpu_flags: tuple[str, ...]
+    logical_cpus: int
+    memory_gib: int
+    host: str
+    kernel: str
+
+
+@lru_cache(maxsize=1)
+def _machine() -> _Machine:
+    info = _cpuinfo()
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    cpu = info.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    return _Machine(
+        cpu=" ".join(cpu.split()),
+        cpu_flags=tuple(f for f in VECTOR_FLAGS if f in flags),
+        logical_cpus=_logical_cpus(),
+        memory_gib=_memory_gib(),
+        host=platform.node(),
+        kernel=platform.release(),
+    )
+
+
+def _nvidia_driver() -> str:
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
+def accelerator(backend: str) -> tuple[str, int, str]:
+    """(model, count, driver) of the profile's accelerator; ("none", 0, "") on CPU."""
+    if backend == "cpu":
+        return "none", 0, ""
+    try:
+        import torch
+    except ImportError:
+        return "unknown", 0, "unknown"
+    if backend == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(0), torch.cuda.device_count(), _nvidia_driver()
+    if backend == "npu":
+        npu = getattr(torch, "npu", None)
+        if npu is not None and npu.is_available():
+            name = npu.get_device_name(0) if hasattr(npu, "get_device_name") else "Ascend NPU"
+            return str(name), int(npu.device_count()), str(getattr(torch.version, "cann", "unknown"))
+    return "unknown", 0, "unknown"
+
+
+def machine_fingerprint(
+    backend: str, threads: int | None, versions: Mapping[str, str], dtype: str, accelerator_info: tuple[str, int, str]
+) -> Fingerprint:
+    """The fingerprint of this machine for a run whose engine reported `versions` (`Engine.versions()`)."""
+    machine = _machine()
+    engine = versions.get("engine", "unknown")
+    library = next((versions[name] for name in ENGINE_LIBRARIES if name in versions and name == engine), "")
+    if not library:
+        library = next((versions[name] for name in ENGINE_LIBRARIES if name in versions), "unknown")
+    model, count, driver = accelerator_info
+    return Fingerprint(
+        cpu=machine.cpu,
+        cpu_flags=machine.cpu_flags,
+        logical_cpus=machine.logical_cpus,
+        threads=threads,
+        memory_gib=machine.memory_gib,
+        accelerator=model,
+        accelerator_count=count,
+        driver=driver,
+        engine=engine,
+        engine_version=library,
+        torch=versions.get("torch", "none"),
+        dtype=dtype,
+        host=machine.host,
+        kernel=machine.kernel,
+    )
+
+
+def as_dict(fingerprint: Fingerprint) -> dict[str, object]:
+    return asdict(fingerprint)
+
+
+def run_fingerprint(hardware: HardwareProfile, engine: str, versions: Mapping[str, str], dtype: str) -> Fingerprint:
+    """The fingerprint of a run on this machine. For served endpoints the latency is the servers': they are named
+    (with the versions they report) in place of a local accelerator."""
+    if engine == "openai":
+        served = ", ".join(v for k, v in sorted(versions.items()) if k.startswith(("endpoint.", "server.")))
+        info = (f"served: {served}", 0, "")
+    else:
+        info = accelerator(hardware.backend)
+    return machine_fingerprint(hardware.backend, hardware.threads, versions, dtype, info)

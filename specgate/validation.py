@@ -1,0 +1,169 @@
+"""Everything a gate run needs, checked before any engine starts: one usage error listing every problem.
+
+`validate_run` is called by `GateRun.from_options` (so by the plugin's `pytest_configure` too): the options that
+depend on each other (`--reference`, `--inject-slowdown`, `--update-baselines`), each selected pair's engine library
+and model files, each reference (same engine; same tokenizer, since outputs are compared token by token), and each
+selected workload's file (exists, UTF-8, one JSON object per line, the mapped fields present, enough prompts). Each
+problem names the file, the key or the line, what is wrong and how to fix it; several are reported together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from specgate.config import GatePolicy, PairConfig, ProjectConfig, WorkloadConfig
+from specgate.errors import ConfigError, SpecgateError, did_you_mean
+from specgate.plan import Arm
+
+
+class GateRun(Protocol):
+    """What the validation reads of a `specgate.run.GateRun`."""
+
+    project: ProjectConfig
+    pairs: list[str]
+    workloads: list[str]
+    engine_override: str | None
+    reference_override: str | None
+    inject_slowdown: float
+    update_baselines: bool
+
+    @property
+    def policy(self) -> GatePolicy: ...
+
+    def pair(self, name: str) -> PairConfig: ...
+
+    def workload(self, name: str) -> WorkloadConfig: ...
+
+    def engine_name(self, pair_name: str) -> str: ...
+
+    def reference_of(self, pair_name: str) -> str | None: ...
+
+    def arms(self, pair_name: str) -> Sequence[Arm]: ...
+
+
+MAX_PROBLEMS = 20
+
+
+def validate_run(run: GateRun) -> None:
+    """Raise one `ConfigError` listing every problem of the run's configuration, or return."""
+    problems: list[str] = []
+    problems += _options(run)
+    for pair in run.pairs:
+        problems += _pair(run, pair)
+    for workload in run.workloads:
+        problems += _workload(run, workload)
+    if problems:
+        shown = problems[:MAX_PROBLEMS]
+        more = len(problems) - len(shown)
+        text = shown[0] if len(problems) == 1 else "\n".join(f"  - {p}" for p in shown)
+        head = "" if len(problems) == 1 else f"{len(problems)} problems in the gate's configuration:\n"
+        raise ConfigError(head + text + (f"\n  … and {more} more" if more else ""))
+
+
+def _options(run: GateRun) -> list[str]:
+    problems = []
+    reference = run.reference_override
+    known = list(run.project.pairs)
+    if reference not in (None, "none") and reference not in run.project.pairs:
+        problems.append(
+            f"--reference={reference!r} is not a pair of {run.project.source.name}.{did_you_mean(reference, known)} "
+            f"Known: {', '.join(known)}, or 'none' to switch reference mode off"
+        )
+    slowdown = run.inject_slowdown
+    if not 0.0 <= slowdown <= 1.0:
+        problems.append(f"--inject-slowdown={slowdown:g}: give a fraction of the step time between 0 and 1, e.g. 0.10")
+    if slowdown and run.update_baselines:
+        problems.append(
+            "--inject-slowdown cannot be combined with --update-baselines: a deliberately slowed run must never become "
+            "the baseline"
+        )
+    if run.engine_override is not None:
+        from specgate.engines.registry import engine_spec
+
+        try:
+            engine_spec(run.engine_override)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _pair(run: GateRun, name: str) -> list[str]:
+    from specgate.engines.registry import require_engine
+
+    problems: list[str] = []
+    try:
+        spec = require_engine(run.engine_name(name), name)
+    except ConfigError as exc:
+        return [str(exc)]
+    reference = run.reference_of(name)
+    if reference is not None and reference in run.project.pairs and run.engine_name(reference) != run.engine_name(name):
+        problems.append(
+            f"pair {name!r} runs on {run.engine_name(name)!r} but its reference {reference!r} on "
+            f"{run.engine_name(reference)!r}: a reference is measured beside the candidate by the same engine; "
+            f"set pairs.{reference}.engine"
+        )
+    if spec.local_models:
+        problems += _models(run, name)
+        if reference is not None and reference in run.project.pairs and not problems:
+            problems += _same_tokenizer(run, name, reference)
+    return problems
+
+
+def _models(run: GateRun, name: str) -> list[str]:
+    from specgate.models import locate
+
+    problems: list[str] = []
+    base = run.project.source.parent
+    try:
+        arms = run.arms(name)
+    except SpecgateError as exc:
+        return [str(exc)]
+    for arm in arms:
+        for reference in (arm.target, None if arm.speculation is None else arm.speculation.draft):
+            if reference is None:
+                continue
+            try:
+                locate(reference, base)
+            except SpecgateError as exc:
+                message = f"pair {arm.pair!r}, arm {arm.variant!r}: {exc}"
+                if message not in problems:
+                    problems.append(message)
+    return problems
+
+
+def _same_tokenizer(run: GateRun, name: str, reference: str) -> list[str]:
+    """Outputs are compared token by token: a reference whose tokenizer differs cannot be compared."""
+    candidate, released = run.pair(name).target, run.pair(reference).target
+    base = run.project.source.parent
+    if candidate == released:
+        return []
+    from specgate.models import tokenizer_identity
+
+    try:
+        mine, theirs = tokenizer_identity(candidate, base), tokenizer_identity(released, base)
+    except SpecgateError as exc:
+        return [f"pair {name!r} against its reference {reference!r}: {exc}"]
+    if mine == theirs:
+        return []
+    return [
+        f"pair {name!r} ({candidate}) and its reference {reference!r} ({released}) have different tokenizers "
+        f"({mine.describe()} vs {theirs.describe()}): their outputs cannot be compared token by token. Choose a "
+        "reference with the same tokenizer, or gate the new model against stored baselines (--reference=none)"
+    ]
+
+
+def _workload(run: GateRun, name: str) -> list[str]:
+    from specgate.measure.workloads import workload_problems
+
+    workload = run.workload(name)
+    shown = _relative(workload.path, run.project.source.parent)
+    return workload_problems(workload, run.policy.min_samples, run.policy.repetitions, shown)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
