@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "suites" / "workloads"
 HAND_WRITTEN = 8
-GENERATED = 192
+GENERATED = 292
 SEED = 20261201
 
 TOWNS = [

@@ -78,6 +78,7 @@ class Evaluation:
     energy: EnergyReport | None = None
     roofline: Roofline | None = None
     probes: Mapping[str, ArmSamples] = field(default_factory=dict)
+    pool: Mapping[str, ArmSamples] = field(default_factory=dict)
 
     @property
     def plan(self) -> MeasurementPlan:
@@ -211,6 +212,7 @@ def evaluate(
         summaries=summaries,
         samples={arm: arm_samples(runs) for arm, runs in measurement.runs.items()},
         probes={arm: probe_samples(runs) for arm, runs in measurement.probes.items()},
+        pool={arm: arm_samples(runs) for arm, runs in measurement.pool.items()},
         speedups=speedups,
         losslessness=losslessness,
         accuracy=score_arms(measurement, task) if task != "generate" else {},

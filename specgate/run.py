@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.checks import Check
+from specgate.checks.advice import advise
 from specgate.checks.catalogue import CheckSpec, Target, applicable
-from specgate.checks.judgement import Subject, family_size, judge, stop_rule
+from specgate.checks.judgement import Subject, family_size, judge
+from specgate.checks.sequential import acceptance_steps, extend_acceptance, pool_hint, stop_rule
 from specgate.checks.sla import recommendations
 from specgate.checks.verdict import Verdict, decide
 from specgate.config import (
@@ -227,6 +229,7 @@ class GateRun:
             measurement = measure_plan(
                 engine, plan, prompts, policy, hardware=self.hardware.name, observer=monitor, stop=stop, probes=probes
             )
+            measurement = extend_acceptance(engine, measurement, workload, self.sla(pair_name), policy, monitor)
         finally:
             observation = monitor.finish()
         models = engine.models(plan.plain)
@@ -334,14 +337,17 @@ class GateRun:
                     baseline: Baseline | Exception | None = self.store.load(*where)
                 except BaselineError as exc:
                     baseline = exc
+                plan, measurement, workload = evaluation.plan, evaluation.measurement, self.workload(workload_name)
                 subjects[where] = Subject(
-                    evaluation.plan,
+                    plan,
                     self.record(evaluation, every_arm=True),
                     baseline,
                     self.store.relative(self.store.path(*where)),
                     self.sla(pair_name),
-                    len(evaluation.measurement.prompts),
-                    evaluation.measurement.rounds,
+                    len(measurement.prompts),
+                    measurement.rounds,
+                    acceptance_steps(plan, workload, len(measurement.prompts)),
+                    pool_hint(plan, workload),
                 )
         return judge(subjects, self.policy, self.family(), update=self.update_baselines, hardware=self.hardware.name)
 
@@ -396,8 +402,9 @@ class GateRun:
             self.finished_items += 1
         return self.verdict()
 
-    def recommendations(self) -> list[str]:
-        advice: list[str] = []
+    def recommendations(self, errors: Sequence[str] = ()) -> list[str]:
+        """What to do about each kind of failure (`specgate.checks.advice`), then the SLA rollback advice."""
+        advice = advise(self.checks, errors, self.hardware.name)
         for evaluation in self.evaluations():
             if self.workload(evaluation.where[1]).gate_speed:  # accuracy probes say nothing about whether it pays
                 advice.extend(recommendations(evaluation, self.hardware.name, self.sla(evaluation.where[0])))
@@ -421,7 +428,7 @@ class GateRun:
             errors.append(
                 f"{missing} of {self.gate_items} gate checks did not run to the end: a partial run is not a pass"
             )
-        return decide(self.hardware.name, self.checks, errors, self.recommendations(), self.notices())
+        return decide(self.hardware.name, self.checks, errors, self.recommendations(errors), self.notices())
 
     def finish(self) -> Verdict:
         """Write the baselines (with --update-baselines), the run records and every report; release the engines."""

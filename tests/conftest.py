@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import shutil
 import textwrap
 from collections.abc import Callable
@@ -17,6 +19,27 @@ import scipy.stats  # noqa: F401 - imported once here: pytester's in-process run
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def needs(available: bool, what: str, install: str) -> None:
+    """A dependency a test needs: skipped when absent on a developer's machine; in CI (`CI=true`), which installs
+    every one of them, an absent dependency is a broken install and fails the test."""
+    if available:
+        return
+    message = f"{what} is missing: {install}"
+    if IN_CI:
+        pytest.fail(f"{message} (CI=true: CI installs it, so its absence is a broken install)", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+def needs_module(name: str, install: str) -> Any:
+    """Import a module a test needs (see `needs`)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        needs(False, f"{name} ({exc})", install)
+
 
 FAKE_CONFTEST = """
 import os

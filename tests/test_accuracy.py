@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import needs_module
 from specgate.accuracy import (
     TaskAccuracy,
     compare_accuracy,
@@ -143,7 +144,7 @@ def test_reference_answers_reads_lists_stored_as_text() -> None:
 
 
 def test_rouge_l_known_answers() -> None:
-    pytest.importorskip("rouge_score", reason="ROUGE needs the rouge-score package (specgate[accuracy])")
+    needs_module("rouge_score", "pip install 'specgate[accuracy]'")
     # LCS "cat sat on mat": 4 of 6 tokens on both sides
     assert score_rouge("the cat sat on the mat", "a cat sat on a mat") == pytest.approx(4 / 6)
     # character level: LCS 6 chars, precision 6/6, recall 6/8
@@ -154,7 +155,7 @@ def test_rouge_l_known_answers() -> None:
 
 
 def test_rouge_on_a_real_specbench_summary() -> None:
-    pytest.importorskip("rouge_score", reason="ROUGE needs the rouge-score package (specgate[accuracy])")
+    needs_module("rouge_score", "pip install 'specgate[accuracy]'")
     record = specbench("summarization")
     reference = json.dumps(record["reference"])
     gold = str(record["reference"][0])
@@ -246,7 +247,7 @@ def test_shipped_math_workload_loads_and_its_references_are_numbers() -> None:
 
 
 def test_shipped_summary_workload_loads_with_one_sentence_references() -> None:
-    pytest.importorskip("rouge_score", reason="ROUGE needs the rouge-score package (specgate[accuracy])")
+    needs_module("rouge_score", "pip install 'specgate[accuracy]'")
     from specgate.config import WorkloadConfig
     from specgate.measure.workloads import load_workload
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -180,3 +181,23 @@ def test_the_cycle_finder_finds_a_lazy_cycle(tmp_path: Path) -> None:
     (package / "b.py").write_text(textwrap.dedent("def f():\n    from pkg import a\n"))
     (package / "c.py").write_text("from . import a\n")
     assert find_cycles(package) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def test_in_ci_a_missing_dependency_fails_instead_of_skipping(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`needs_module` skips on a developer's machine but fails under CI=true, where CI installs everything."""
+    shutil.copy(REPO / "tests" / "conftest.py", pytester.path / "conftest.py")
+    pytester.makepyfile(
+        test_dep="""
+        from conftest import needs_module
+
+        def test_uses_it():
+            needs_module("specgate_no_such_module", "pip install it")
+        """
+    )
+    for ci, outcome in (("", {"skipped": 1}), ("true", {"failed": 1})):
+        monkeypatch.setenv("CI", ci)
+        result = pytester.runpytest_subprocess()
+        result.assert_outcomes(**outcome)
+    result.stdout.fnmatch_lines(["*specgate_no_such_module*missing*CI=true: CI installs it*"])

@@ -12,11 +12,14 @@ import math
 
 import pytest
 
+from specgate.checks import Check
 from specgate.checks.judgement import Subject, beside, family_size, looks_of
 from specgate.checks.regression import Levels, acceptance_check
+from specgate.checks.sequential import undecided_acceptance
 from specgate.config import GatePolicy, SlaLimits, Speculation
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.measure.pool import extend_over_pool, pool_steps
 from specgate.measure.protocol import measure_plan
 from specgate.measure.samples import arm_samples, probe_samples
 from specgate.plan import Arm, MeasurementPlan
@@ -26,7 +29,7 @@ POLICY = GatePolicy(repetitions=2, max_repetitions=6, warmup=0, ttft_probes=3)
 SLA = SlaLimits()
 PLD = Speculation("prompt_lookup", 4)
 PROMPTS = tuple(Prompt(f"doc-{i}", "text", max_new_tokens=48) for i in range(8))
-SHIPPED_POOL = 200  # prompts in suites/workloads/doc_edit.jsonl and doc_proofread.jsonl
+SHIPPED_POOL = 300  # prompts in suites/workloads/doc_edit.jsonl and doc_proofread.jsonl (acceptance_prompts)
 SHIPPED_TOKENS = 80
 
 
@@ -54,7 +57,7 @@ def judge_reference(
     prompts: tuple[Prompt, ...] = PROMPTS,
 ) -> dict[str, object]:
     """One reference-mode gate decision: the `reference:*` checks by name (and the rounds run)."""
-    from specgate.checks.judgement import stop_rule
+    from specgate.checks.sequential import stop_rule
 
     plan = reference_plan(slowdown)
     engine = FakeEngine(behaviour, seed=seed, per_arm=per_arm, batched=batched)
@@ -139,39 +142,69 @@ def _acceptance_arm(acceptance: float, content_seed: int, prompts: int, seed: in
     return arm_samples((engine.run(batch, "spec", repetition=0),))
 
 
-def acceptance_blocks(after_acceptance: float, trial: int, prompts: int = SHIPPED_POOL) -> bool:
-    """A new draft (other content: it accepts other tokens) against the old one on `prompts` prompts."""
-    before = _acceptance_arm(0.85, trial, prompts, 2 * trial)
-    after = _acceptance_arm(after_acceptance, trial + 100_000, prompts, 2 * trial + 1)
-    check = acceptance_check(
-        "reference:acceptance_rate", ("p", "w"), before, after, SLA, Levels(0.01), "old draft", arm="spec"
-    )  # type: ignore[arg-type]
-    return not check.passed
+DOCUMENTS = tuple(Prompt(f"doc-{i}", "text", max_new_tokens=SHIPPED_TOKENS) for i in range(SHIPPED_POOL))
+
+
+def new_draft(after_acceptance: float, trial: int, pool: int = SHIPPED_POOL) -> tuple[Check, int]:
+    """A new draft (it accepts other tokens) beside the old one, as the gate runs it: 8 timed prompts, then the
+    acceptance pool step by step while the comparison is UNKNOWN. The final acceptance check and the prompts used."""
+    plan = reference_plan()
+    old, new = FakeBehaviour(acceptance=0.85), FakeBehaviour(acceptance=after_acceptance, draft=1)
+    engine = FakeEngine(old, seed=trial, content_seed=trial, per_arm={"spec": new})
+    engine.load(plan.arms, None)  # type: ignore[arg-type]
+    policy = dataclasses.replace(POLICY, max_repetitions=POLICY.repetitions, ttft_probes=0)
+    timed = DOCUMENTS[:8]
+    measurement = measure_plan(engine, plan, timed, policy, hardware="cpu")
+    steps = pool_steps(len(timed), pool)
+    undecided = undecided_acceptance(plan, "cpu", SLA, policy, steps)
+    measurement = extend_over_pool(engine, measurement, DOCUMENTS[len(timed) : pool], undecided)
+    arms = {arm: arm_samples(runs) for arm, runs in measurement.runs.items()}
+    record = RunRecord("cpu", "fake", "w", arms, pool={a: arm_samples(r) for a, r in measurement.pool.items()})
+    subject = Subject(plan, record, None, "", SLA, len(timed), measurement.rounds, steps, " (pool hint)")
+    check = beside(subject, policy, Levels(policy.alpha), "")["reference:acceptance_rate"]
+    assert isinstance(check, Check)
+    return check, len(timed) + len(measurement.pool_prompts)
 
 
 def test_a_new_draft_with_equal_acceptance_passes_on_the_shipped_pool() -> None:
-    rate = sum(acceptance_blocks(0.85, t) for t in range(200)) / 200
-    print(f"new draft, equal acceptance, {SHIPPED_POOL} prompts: blocked in {rate:.1%} of 200 trials")
+    trials = [new_draft(0.85, t) for t in range(200)]
+    rate = sum(not check.passed for check, _ in trials) / len(trials)
+    used = sum(n for _, n in trials) / len(trials)
+    print(f"new draft, equal acceptance: blocked in {rate:.1%} of 200 trials, {used:.0f} prompts used on average")
     assert rate <= 0.05
+    assert all(n > 8 for _, n in trials), "8 prompts cannot tell a new draft's acceptance from the old one's"
 
 
 def test_a_five_percent_acceptance_drop_blocks_on_the_shipped_pool() -> None:
     # per-token acceptance 0.8311 instead of 0.85 lowers the pooled rate α by 5 % (relative): 0.677 → 0.643
-    rate = sum(acceptance_blocks(0.8311, t) for t in range(200)) / 200
-    print(f"new draft, 5 % lower acceptance, {SHIPPED_POOL} prompts: blocked in {rate:.1%} of 200 trials")
+    trials = [new_draft(0.8311, t) for t in range(200)]
+    rate = sum(not check.passed for check, _ in trials) / len(trials)
+    used = sum(n for _, n in trials) / len(trials)
+    print(f"new draft, 5 % lower acceptance: blocked in {rate:.1%} of 200 trials, {used:.0f} prompts used on average")
     assert rate >= 0.95
 
 
-def test_too_few_prompts_for_a_new_draft_say_how_many_would_do() -> None:
-    before = _acceptance_arm(0.85, 1, 8, 1)
-    after = _acceptance_arm(0.85, 2, 8, 2)
-    check = acceptance_check(
-        "regression:acceptance_rate", ("p", "w"), before, after, SLA, Levels(0.01), "base", arm="spec"
-    )  # type: ignore[arg-type]
-    assert not check.passed and check.details["outcome"] == "UNKNOWN"
+def test_a_much_worse_draft_blocks_without_the_whole_pool() -> None:
+    check, used = new_draft(0.6, 0)
+    assert check.details["outcome"] == "BLOCK" and used < SHIPPED_POOL, (used, check.message)
+
+
+def test_without_a_pool_an_undecided_acceptance_says_how_many_prompts_would_do() -> None:
+    check, used = new_draft(0.85, 1, pool=8)
+    assert used == 8 and not check.passed and check.details["outcome"] == "UNKNOWN"
     needed = check.details["prompts_needed"]
     assert SHIPPED_POOL >= needed > 8
-    assert f"≈ {needed} prompts would" in check.message
+    assert f"≈ {needed} prompts would (pool hint)" in check.message
+
+
+def test_a_stored_acceptance_of_zero_blocks_instead_of_passing() -> None:
+    """A baseline whose draft accepted nothing makes a relative drop undefined: block, never "0 % drop"."""
+    nothing = _acceptance_arm(0.0, 1, 8, 1)
+    now = _acceptance_arm(0.85, 1, 8, 1)
+    check = acceptance_check(
+        "regression:acceptance_rate", ("p", "w"), nothing, now, SLA, Levels(0.01), "base", arm="spec"
+    )  # type: ignore[arg-type]
+    assert not check.passed and "accepted no draft tokens" in check.message
 
 
 def test_an_unchanged_draft_repeats_its_counts_and_passes_at_once() -> None:

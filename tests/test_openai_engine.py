@@ -25,10 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import arm_summaries, evaluation_of
-
-pytest.importorskip("httpx", reason="the openai engine needs httpx: pip install httpx")
-
+from conftest import arm_summaries, evaluation_of, needs_module
 from specgate.config import PairConfig, Speculation, load_hardware_profile
 from specgate.engines import create_engine
 from specgate.engines.base import ArmRun, Prompt, RequestTrace, SpecCounters
@@ -36,6 +33,8 @@ from specgate.engines.openai.engine import OpenAIEngine
 from specgate.engines.openai.load import arrival_offsets, run_load
 from specgate.engines.openai.metrics import GoodputSlo, measure_goodput, read_metrics, server_delta
 from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
+
+needs_module("httpx", "pip install 'specgate[openai]'")
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "served-model"
@@ -304,8 +303,9 @@ def test_well_formed_stream_gives_ttft_itl_tokens_and_finish_reason(
     assert trace.prompt_tokens == (7 if behaviour.get("usage", True) else 0)
     ttft = trace.chunk_times_s[0] - trace.submit_s
     gaps = np.diff(trace.chunk_times_s)
-    assert 0.08 <= ttft < 1.0, "the role event of chat is not a token: TTFT waits for the first text"
-    assert len(gaps) == 2 and all(0.015 <= g < 0.5 for g in gaps)
+    # lower bounds only: the server sleeps before each event, so these hold on any machine however slow
+    assert ttft >= 0.08, "the role event of chat is not a token: TTFT waits for the first text"
+    assert len(gaps) == 2 and all(g >= 0.015 for g in gaps)
     assert trace.submit_s < trace.chunk_times_s[0] <= trace.chunk_times_s[-1] <= trace.done_s
     assert engine.served_runs[-1].token_count_source == source
     body = server.bodies[-1]
@@ -489,9 +489,12 @@ def test_requests_arrive_at_the_poisson_offsets(serve: Callable[..., FakeServer]
     expected = np.asarray(arrival_offsets(6, 4.0, seed=3, repetition=0))
     assert expected[-1] > 0.5  # the schedule is spread out, so "all at once" would miss it by far
     arrived = np.asarray(server.arrivals) - server.arrivals[0]
-    assert np.abs(arrived - expected).max() < 0.1, (arrived, expected)
     submitted = np.asarray([t.submit_s for t in run.traces]) - run.traces[0].submit_s
-    assert np.abs(submitted - expected).max() < 0.1
+    # the schedule is followed: spread out as planned (sent all at once, the last would arrive at ≈ 0 s), in its
+    # order; how closely is the load generator's precision, measured in benchmarks (a loaded machine delays sends)
+    for observed in (submitted, arrived):
+        assert observed[-1] >= 0.5 * expected[-1] and np.abs(observed - expected).max() < 2.0, (observed, expected)
+        assert list(np.argsort(observed, kind="stable")) == list(range(6))
     assert engine.served_runs[-1].request_rate == 4.0
 
 

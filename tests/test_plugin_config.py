@@ -85,8 +85,28 @@ def test_unknown_engine_is_a_usage_error(pytester: pytest.Pytester, gate_project
             "*'gate.alpah': unknown key. Did you mean 'alpha'?*",
         ),
         ("pairs: {p: {target: model\n", "*specgate.yaml: not valid YAML*"),
+        (
+            "pairs: {p: {target: model, speculation: {method: prompt_lookup}}}\n"
+            "workloads: {w: {path: x.jsonl, limit: 8, acceptance_prompts: 4}}",
+            "*'workloads.w.acceptance_prompts': 4 is below limit (8)*",
+        ),
+        (
+            "pairs: {p: {target: model, speculation: {method: prompt_lookup}}}\n"
+            "workloads: {w: {path: workloads/docs.jsonl, limit: 4, acceptance_prompts: 50}}",
+            "*workloads/docs.jsonl*holds 8 prompts, acceptance_prompts asks for 50*",
+        ),
     ],
-    ids=["typo", "bad-method", "draft-missing", "missing-model", "wrong-type", "gate-typo", "broken-yaml"],
+    ids=[
+        "typo",
+        "bad-method",
+        "draft-missing",
+        "missing-model",
+        "wrong-type",
+        "gate-typo",
+        "broken-yaml",
+        "pool-below-limit",
+        "pool-beyond-file",
+    ],
 )
 def test_config_errors_name_file_key_and_fix(
     pytester: pytest.Pytester, gate_project: Callable[..., Path], yaml_text: str, expected: str
@@ -95,7 +115,8 @@ def test_config_errors_name_file_key_and_fix(
     result = pytester.runpytest("suites")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])
-    assert "specgate.yaml" in result.stderr.str() or "model '" in expected
+    named = ("specgate.yaml", "workloads.w.acceptance_prompts", "model '")
+    assert any(name in result.stderr.str() for name in named)
 
 
 def test_broken_profile_yaml_names_the_key(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from conftest import needs
 from specgate.cli import main
 from specgate.cli.report import find_allure
 
@@ -45,13 +46,17 @@ CHECK_TESTS = (
 )
 PLOT = "Speedup measured vs predicted"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(find_allure() is None, reason="Allure CLI not found (scripts/install-report-tools.sh)"),
-    pytest.mark.skipif(shutil.which("java") is None, reason="Java not found: the Allure 2 CLI runs on it"),
-    pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason=f"{CHROMIUM} not found (apt-get install chromium)"),
-    pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="playwright (Python client) missing"),
-]
+pytestmark = [pytest.mark.browser]
+
+
+@pytest.fixture(autouse=True)
+def _report_tools() -> None:
+    """The Allure CLI, Java, Chromium and playwright (scripts/install-report-tools.sh; fail in CI when absent)."""
+    install = "bash scripts/install-report-tools.sh"
+    needs(find_allure() is not None, "the Allure CLI", install)
+    needs(shutil.which("java") is not None, "Java (the Allure 2 CLI runs on it)", install)
+    needs(Path(CHROMIUM).is_file(), f"Chromium ({CHROMIUM})", install)
+    needs(importlib.util.find_spec("playwright") is not None, "playwright (Python client)", install)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

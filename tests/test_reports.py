@@ -446,3 +446,30 @@ def test_cli_has_room_for_other_subcommands(capsys: pytest.CaptureFixture[str]) 
     from specgate.cli import baseline
 
     assert build_parser().parse_args(["baseline", "list"]).handler is baseline.run
+
+
+def test_informational_commands_leave_the_last_verdict_byte_for_byte(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    """IDEs run --collect-only all the time: no informational command may overwrite the last real verdict."""
+    root = gate_project()
+    assert pytester.runpytest("suites/test_sla.py").ret == pytest.ExitCode.OK
+    before = {p: p.read_bytes() for p in (root / "reports").rglob("*") if p.is_file()}
+    assert root / "reports" / "verdict.json" in before
+    for args in (("--collect-only",), ("--co", "-q"), ("--fixtures",), ("--markers",), ("--fixtures-per-test",)):
+        result = pytester.runpytest("suites", *args)
+        assert result.ret == pytest.ExitCode.OK, (args, result.stdout.str())
+        assert "VERDICT" not in result.stdout.str(), args
+        after = {p: p.read_bytes() for p in (root / "reports").rglob("*") if p.is_file()}
+        assert after == before, args
+
+
+def test_the_summary_of_a_blocked_run_names_only_repository_relative_paths(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    root = gate_project(behaviour="slowdown=1.5")
+    result = pytester.runpytest("suites")  # no baseline: the regression checks block, naming the baseline file
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    summary = (root / "reports" / "summary.md").read_text()
+    assert "baselines/cpu/fake-pair/docs.json" in summary
+    assert str(root) not in summary and "/tmp/" not in summary

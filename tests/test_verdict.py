@@ -138,6 +138,76 @@ def test_skipped_check_is_not_a_pass(pytester: pytest.Pytester, gate_project: Ca
 
 
 def test_deselecting_every_check_blocks(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
-    gate_project()
+    root = gate_project()
     result = pytester.runpytest(*SLA_SUITES, "-k", "no_such_check")
-    assert result.ret != pytest.ExitCode.OK
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # not pytest's "no tests collected" (5), which CI may ignore
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "BLOCK"
+    assert any("no gate check ran" in e for e in verdict["errors"])  # type: ignore[union-attr]
+
+
+def test_an_interrupted_session_is_not_a_pass(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    """Ctrl-C after some checks passed: the verdict file says BLOCK (a partial run), never PASS."""
+    root = gate_project()
+    suite = root / "suites" / "test_zz_interrupt.py"
+    suite.write_text(
+        "import pytest\n\n"
+        "@pytest.mark.specgate_check('tpot_slo')\n"
+        "def test_interrupt(evaluation, gate_check):\n"
+        "    raise KeyboardInterrupt\n"
+    )
+    result = pytester.runpytest(*SLA_SUITES, str(suite))
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "BLOCK"
+    assert any("interrupted" in e for e in verdict["errors"])  # type: ignore[union-attr]
+
+
+def test_a_run_stopped_early_by_maxfail_is_not_a_pass(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    root = gate_project("wrong_token_at=5")
+    result = pytester.runpytest(*reversed(SLA_SUITES), "--maxfail=1")  # the drift check fails first
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "BLOCK"
+    assert any("did not run to the end" in e for e in verdict["errors"])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "args", "advice"),
+    [
+        (
+            "slowdown=1.3",
+            ("--reference=other-pair", "suites/test_regression.py"),
+            "latency regression on fake-pair/docs: *",
+        ),
+        ("wrong_token_at=5", SLA_SUITES, "outputs changed on fake-pair/docs (greedy drift 100.0% * do not release"),
+        ("ttft_ms=4000", SLA_SUITES, "SLA breached on fake-pair/docs: p99_ttft *vs 2,500 ms*rollback rule*"),
+        ("fail_arm='spec'", SLA_SUITES, "the measurement of fake-pair/docs is not usable (*16 of 16 requests failed*"),
+    ],
+    ids=["latency-regression", "drift", "sla", "failed-requests"],
+)
+def test_each_kind_of_failure_gets_its_own_advice(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], behaviour: str, args: tuple[str, ...], advice: str
+) -> None:
+    root = gate_project(behaviour=behaviour)
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"RECOMMENDATION: {advice}"])
+    recommendations = _verdict(root)["recommendations"]
+    assert not any("fix the failed checks" in r for r in recommendations)  # type: ignore[union-attr]
+    if "fail_arm" in behaviour:  # the other checks failed because of the broken measurement: no advice of theirs
+        assert not any(r.startswith(("outputs changed", "SLA breached")) for r in recommendations)  # type: ignore[union-attr]
+
+
+def test_an_infrastructure_error_says_nothing_unmeasured_passes(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    root = gate_project()
+    conftest = root / "conftest.py"
+    conftest.write_text(conftest.read_text().replace("FakeEngine(BEHAVIOUR, seed=seed)", "1 / 0"))
+    result = pytester.runpytest(*SLA_SUITES)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["RECOMMENDATION: the run could not measure everything (*ZeroDivisionError*"])
+    assert _verdict(root)["verdict"] == "BLOCK"

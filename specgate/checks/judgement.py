@@ -13,8 +13,9 @@ machine's stored baselines.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specgate.checks import REGRESSION, Check
@@ -39,7 +40,7 @@ from specgate.comparison import (
     tail,
 )
 from specgate.config import GatePolicy, SlaLimits
-from specgate.measure.protocol import Measurement
+from specgate.measure.pool import look_share
 from specgate.measure.samples import ArmSamples
 from specgate.plan import MeasurementPlan
 from specgate.stats.decision import Decision, t_quantile
@@ -62,6 +63,14 @@ class Subject:
     sla: SlaLimits
     units_per_round: int
     rounds: int
+    acceptance_steps: tuple[int, ...] = ()
+    pool_hint: str = ""
+
+
+def acceptance_levels(policy: GatePolicy, steps: tuple[int, ...], samples: ArmSamples | None) -> Levels:
+    """The level of an acceptance comparison: α, or its share for the pool step it was decided at."""
+    used = len({s.prompt_id for s in samples.samples}) if samples is not None else 0
+    return Levels(policy.alpha * look_share(steps, used))
 
 
 def samples_for(record: RunRecord, arm: str, metric: Metric) -> ArmSamples:
@@ -127,12 +136,13 @@ def beside(subject: Subject, policy: GatePolicy, levels: Levels, budget: str) ->
             results[name] = acceptance_check(
                 name,
                 where,
-                record.arms[ref_arm],
-                record.arms[arm],
+                record.acceptance_view(ref_arm),
+                record.acceptance_view(arm),
                 subject.sla,
-                Levels(policy.alpha),
+                acceptance_levels(policy, subject.acceptance_steps, record.acceptance_view(arm)),
                 f"{ref_arm} measured beside it",
                 arm=arm,
+                hint=subject.pool_hint,
             )
     released = plan.released
     reference = dict(plan.beside).get(released)
@@ -213,12 +223,13 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
             results[f"regression:{key}"] = acceptance_check(
                 f"regression:{key}",
                 where,
-                latest.arms.get(arm),
-                record.arms.get(arm),
+                latest.acceptance_view(arm),
+                record.acceptance_view(arm),
                 subject.sla,
-                Levels(policy.alpha),
+                acceptance_levels(policy, subject.acceptance_steps, record.acceptance_view(arm)),
                 source,
                 arm=arm,
+                hint=subject.pool_hint,
             )
     if plan.reference is None:
         results.update(_baseline_latency(subject, policy, levels, keys, update))
@@ -285,7 +296,7 @@ def _baseline_latency(
             )
         return paired(metric, before, after, plain_before=plain_before, plain_after=plain_after, how=how)
 
-    return metric_checks(
+    results = metric_checks(
         "regression",
         (plan.pair, plan.workload),
         tuple(latency),
@@ -296,6 +307,16 @@ def _baseline_latency(
         lambda arm: f"baseline {subject.source}",
         undecided=lambda decision, value: _more_runs(subject, decision, value, levels, policy.history_runs),
     )
+    return {name: _recordable(r) for name, r in results.items()} if update else results
+
+
+def _recordable(result: Check | Exception) -> Check | Exception:
+    """In an update run, an UNKNOWN against the history does not stop the recording: more runs are what decide it
+    (a significant regression still does: a regressed build is never recorded as the reference)."""
+    if not isinstance(result, Check) or result.details.get("outcome") != "UNKNOWN":
+        return result
+    message = "update run, recorded to grow the history: " + result.message.removeprefix("BLOCK: ")
+    return dataclasses.replace(result, passed=True, message=message)
 
 
 def _more_runs(subject: Subject, decision: Decision, value: Estimate, levels: Levels, keep: int) -> str:
@@ -418,23 +439,3 @@ def judge(
             results.update(against_baseline(subject, policy, levels, update=update))
         outcomes.update({(*where, name): result for name, result in results.items()})
     return outcomes
-
-
-def stop_rule(
-    plan: MeasurementPlan, hardware: str, sla: SlaLimits, policy: GatePolicy, family: int, prompts: int
-) -> Callable[[Measurement], bool]:
-    """Stop adding rounds once no latency comparison beside the reference is UNKNOWN (reference mode)."""
-    from specgate.measure.samples import arm_samples, probe_samples
-
-    levels = Levels(policy.alpha, looks_of(policy, True), family)
-
-    def stop(measurement: Measurement) -> bool:
-        arms = {arm: arm_samples(runs) for arm, runs in measurement.runs.items()}
-        probes = {arm: probe_samples(runs) for arm, runs in measurement.probes.items()}
-        record = RunRecord(hardware, plan.pair, plan.workload, arms, probes=probes)
-        results = beside_latency(Subject(plan, record, None, "", sla, prompts, 0), policy, levels)
-        outcomes = [r.details.get("outcome") if isinstance(r, Check) else "UNKNOWN" for r in results.values()]
-        # a blocked comparison blocks the release whatever the others say; otherwise every one must be decided
-        return "BLOCK" in outcomes or "UNKNOWN" not in outcomes
-
-    return stop

@@ -200,10 +200,11 @@ def acceptance_check(
     against: str,
     *,
     arm: str,
+    hint: str = "",
 ) -> Check:
     """The acceptance rate must not drop more than `max_acceptance_drop` (relative): PASS when the upper bound of the
     drop is below it, BLOCK when the drop is significant and beyond it, UNKNOWN (blocks) when the prompts cannot tell
-    — with the number of prompts that would."""
+    — with the number of prompts that would (and `hint`: where more prompts come from)."""
     if before is None or after is None:
         missing = "the baseline has no such arm" if before is None else "this run has no such arm"
         return Check(
@@ -233,7 +234,7 @@ def acceptance_check(
     message = (
         f"{words}: acceptance rate {estimate.before:.4f} → {estimate.after:.4f}, relative drop "
         f"{percent(estimate.estimate)} (upper bound {percent(decision.upper)}, {estimate.how}) vs allowed "
-        f"{tolerance:.0%}; would catch a drop ≥ {decision.mde:.1%}{needed} [{against}]"
+        f"{tolerance:.0%}; would catch a drop ≥ {decision.mde:.1%}{needed}{hint if needed else ''} [{against}]"
     )
     return Check(
         name,

@@ -100,12 +100,17 @@ class SamplingConfig:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadConfig:
-    """A JSONL file of prompts and how to read it."""
+    """A JSONL file of prompts and how to read it.
+
+    The gate times the first `limit` prompts; `acceptance_prompts` (≥ limit) is how many prompts of the file the
+    acceptance comparison may extend over, when the timed ones cannot tell a new draft's acceptance from the
+    reference's (`specgate.measure.pool`)."""
 
     name: str
     path: Path
     max_new_tokens: int = 64
     limit: int | None = None
+    acceptance_prompts: int | None = None
     task: str = "generate"
     gate_speed: bool = True
     long: bool = False
@@ -263,21 +268,7 @@ def _pair(name: str, data: Any, source: str) -> PairConfig:
     return pair
 
 
-WORKLOAD_KEYS = (
-    "path",
-    "max_new_tokens",
-    "limit",
-    "task",
-    "gate_speed",
-    "long",
-    "repetitions",
-    "template",
-    "default",
-    "description",
-    "fields",
-    "content",
-    "sampling",
-)
+WORKLOAD_KEYS = tuple(f.name for f in fields(WorkloadConfig) if f.name != "name")
 
 
 def _positive_int(raw: Mapping[str, Any], key: str, default: int | None, source: str, where: str) -> int | None:
@@ -320,6 +311,19 @@ def _content(data: Any, source: str, where: str, base_dir: Path) -> tuple[Mappin
     return tuple(specs)
 
 
+def _acceptance_prompts(raw: Mapping[str, Any], source: str, where: str) -> int | None:
+    pool = _positive_int(raw, "acceptance_prompts", None, source, where)
+    limit = _positive_int(raw, "limit", None, source, where)
+    if pool is not None and (limit is None or pool < limit):
+        problem = (
+            "needs a `limit` (the timed prompts) to extend beyond" if limit is None else f"is below limit ({limit})"
+        )
+        raise fail(
+            source, f"{where}.acceptance_prompts", f"{pool} {problem}: acceptance extends over prompts after them"
+        )
+    return pool
+
+
 def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConfig:
     where = f"workloads.{name}"
     raw = mapping(data, source, where)
@@ -335,6 +339,7 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
         path=path,
         max_new_tokens=_positive_int(raw, "max_new_tokens", 64, source, where) or 64,
         limit=_positive_int(raw, "limit", None, source, where),
+        acceptance_prompts=_acceptance_prompts(raw, source, where),
         task=check_choice(raw.get("task", "generate"), TASKS, source, f"{where}.task"),
         gate_speed=bool(typed(raw.get("gate_speed", True), bool, source, f"{where}.gate_speed")),
         long=bool(typed(raw.get("long", False), bool, source, f"{where}.long")),

@@ -29,7 +29,8 @@ from specgate.plan import Arm
 @dataclass(frozen=True, slots=True)
 class FakeBehaviour:
     """What the fake engine simulates. `slowdown` multiplies every latency of the speculative candidate arms;
-    `acceptance` is the probability that each draft token is accepted (a draft stops at its first rejection);
+    `acceptance` is the probability that each draft token is accepted (a draft stops at its first rejection), and
+    `draft` names the draft: another draft accepts other tokens, even at the same rate;
     `tail_share` of the requests (chosen per prompt and repetition, the same in every arm) take `tail_factor` times
     longer in the speculative candidate arms, and the others a little less, so that the mean is unchanged."""
 
@@ -44,6 +45,7 @@ class FakeBehaviour:
     fail_arm: str | None = None
     tail_share: float = 0.0
     tail_factor: float = 1.0
+    draft: int = 0
 
 
 def _digest(text: str) -> int:
@@ -112,7 +114,7 @@ class FakeEngine:
             factor *= b.tail_factor if self._in_tail(prompt, repetition, b) else keep_mean
         # Which draft tokens are accepted depends on the content (prompt and configuration), not on the run: as with
         # greedy decoding, two runs of the same configuration accept exactly the same tokens.
-        content = np.random.default_rng([self.content_seed, digest])
+        content = np.random.default_rng([self.content_seed, b.draft, digest])
         times = [submit + b.ttft_ms * base * factor * self._noise(b) / 1000]
         sizes, drafted, accepted = [1], [], []
         ids = [self._token(prompt, 0)]

@@ -29,7 +29,8 @@ class Measurement:
     """The raw result of measuring one plan: runs per arm in execution order, with what the engine ran.
 
     `models` are the model files' hashes by arm and role; `cost_ratios` the draft/target step cost c by arm;
-    `probes` the time-to-first-token probes by arm (one-token requests, see `measure_plan`)."""
+    `probes` the time-to-first-token probes by arm (one-token requests, see `measure_plan`); `pool` the acceptance
+    pool's requests by arm, on `pool_prompts` (`specgate.measure.pool`)."""
 
     plan: MeasurementPlan
     hardware: str
@@ -41,6 +42,8 @@ class Measurement:
     cost_ratios: Mapping[str, float | None] = field(default_factory=dict)
     rounds: int = 0
     probes: Mapping[str, tuple[ArmRun, ...]] = field(default_factory=dict)
+    pool: Mapping[str, tuple[ArmRun, ...]] = field(default_factory=dict)
+    pool_prompts: tuple[Prompt, ...] = ()
     started_at: float = 0.0
     duration_s: float = 0.0
 

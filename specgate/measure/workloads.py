@@ -17,8 +17,9 @@ from specgate.errors import WorkloadError
 DEFAULT_FIELDS = {"id": "id", "prompt": "prompt", "reference": "reference", "system": "system"}
 
 
-def load_workload(workload: WorkloadConfig) -> tuple[Prompt, ...]:
-    """Read a workload's prompts, at most `limit` of them, in file order."""
+def load_workload(workload: WorkloadConfig, *, limit: int | None = None) -> tuple[Prompt, ...]:
+    """Read a workload's prompts, at most `limit` of them (default: the workload's), in file order."""
+    limit = workload.limit if limit is None else limit
     mapping = {**DEFAULT_FIELDS, **workload.fields}
     path = workload.path
     try:
@@ -31,7 +32,7 @@ def load_workload(workload: WorkloadConfig) -> tuple[Prompt, ...]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        if workload.limit is not None and len(prompts) >= workload.limit:
+        if limit is not None and len(prompts) >= limit:
             break
         prompts.append(_prompt(line, number, workload, mapping))
     if not prompts:
@@ -96,10 +97,11 @@ def workload_problems(
     mapping = {**DEFAULT_FIELDS, **workload.fields}
     problems: list[str] = []
     prompts: list[Prompt] = []
+    read = workload.acceptance_prompts or workload.limit
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        if workload.limit is not None and len(prompts) >= workload.limit:
+        if read is not None and len(prompts) >= read:
             break
         try:
             prompts.append(_prompt(line, number, workload, mapping))
@@ -116,10 +118,16 @@ def workload_problems(
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         problems.append(f"{where}: duplicate ids {', '.join(duplicates[:5])}; ids pair requests across arms and runs")
-    rounds = workload.repetitions or repetitions
-    if len(prompts) * rounds < min_samples:
+    if workload.acceptance_prompts and len(prompts) < workload.acceptance_prompts:
         problems.append(
-            f"{where}: {len(prompts)} prompt(s) × {rounds} round(s) = {len(prompts) * rounds} requests per arm, the "
+            f"{where}: holds {len(prompts)} prompts, acceptance_prompts asks for {workload.acceptance_prompts}; add "
+            f"prompts or lower workloads.{workload.name}.acceptance_prompts"
+        )
+    timed = len(prompts) if workload.limit is None else min(len(prompts), workload.limit)
+    rounds = workload.repetitions or repetitions
+    if timed * rounds < min_samples:
+        problems.append(
+            f"{where}: {timed} prompt(s) × {rounds} round(s) = {timed * rounds} requests per arm, the "
             f"gate needs gate.min_samples={min_samples}; add prompts, raise the workload's limit or its repetitions"
         )
     if workload.task != "generate":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specgate.checks.advice import headline
 from specgate.hardware.energy import GIB, percent
 from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
 
@@ -76,14 +77,7 @@ def resource_line(record: EvaluationRecord) -> str | None:
     return "  " + "; ".join(parts) if parts else None
 
 
-HEADLINE_CHARS = 220
-
-
-def headline(message: str) -> str:
-    """The first sentence of a check's evidence, for one line per failed check (the full evidence is in pytest's
-    failure report, verdict.json and summary.md)."""
-    first = message.split(". ", 1)[0]
-    return first if len(first) <= HEADLINE_CHARS else first[: HEADLINE_CHARS - 1] + "…"
+HEADLINE_CHARS = 220  # the first sentence of a failed check's evidence; the whole of it is in pytest's report
 
 
 def verdict_lines(document: VerdictDocument) -> list[str]:
@@ -98,7 +92,7 @@ def verdict_lines(document: VerdictDocument) -> list[str]:
     for record in document.evaluations:
         lines.extend(evaluation_lines(record))
         lines.extend(line for line in [resource_line(record)] if line)
-    lines.extend(f"FAILED {c.key}: {headline(c.message)}" for c in document.failed)
+    lines.extend(f"FAILED {c.key}: {headline(c.message, HEADLINE_CHARS)}" for c in document.failed)
     lines.extend(f"ERROR {e}" for e in document.errors)
     lines.extend(f"RECOMMENDATION: {r}" for r in document.recommendations)
     lines.append(f"verdict file: {document.out_dir}/verdict.json")

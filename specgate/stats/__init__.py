@@ -1,2 +1,2 @@
-"""Statistics, pure functions with no pytest: the tests and intervals of the regression comparisons, bootstrap
+"""Statistics, pure functions with no pytest: the three-outcome decision of the regression comparisons, bootstrap
 resampling, and the distribution test of sampled decoding."""

@@ -30,7 +30,8 @@ class RunRecord:
     `models` maps arm → role (`target`, `draft`) → the model file's SHA-256; `gate` is the gate policy it was
     measured under and `limits` the SLA limits it was judged with; `prompts` the workload's prompt ids in order;
     `released` the arm a PASS releases and `plain_of` each speculative arm's plain-decoding arm (the plan's shape);
-    `probes` the one-token TTFT probes of each arm (reference mode), which feed TTFT comparisons only."""
+    `probes` the one-token TTFT probes of each arm (reference mode), which feed TTFT comparisons only; `pool` the
+    acceptance pool's requests of each arm (prompts after the timed ones), which feed acceptance only."""
 
     hardware: str
     pair: str
@@ -50,11 +51,19 @@ class RunRecord:
     released: str = "spec"
     plain_of: Mapping[str, str] = field(default_factory=dict)
     probes: Mapping[str, ArmSamples] = field(default_factory=dict)
+    pool: Mapping[str, ArmSamples] = field(default_factory=dict)
 
     def ttft_view(self, arm: str) -> ArmSamples:
         """An arm's samples with its TTFT probes: what TTFT comparisons read."""
         main, extra = self.arms[arm], self.probes.get(arm)
         if extra is None:
+            return main
+        return ArmSamples(main.samples + extra.samples, main.run_walls_s, main.run_keys)
+
+    def acceptance_view(self, arm: str) -> ArmSamples | None:
+        """An arm's samples with its acceptance pool: what acceptance comparisons read (None without the arm)."""
+        main, extra = self.arms.get(arm), self.pool.get(arm)
+        if main is None or extra is None:
             return main
         return ArmSamples(main.samples + extra.samples, main.run_walls_s, main.run_keys)
 
@@ -104,6 +113,7 @@ def record_run(
         released=m.plan.released,
         plain_of={arm: plain for arm, plain in m.plan.speedups if arm in names and plain in names},
         probes={arm: samples for arm, samples in evaluation.probes.items() if arm in names},
+        pool={arm: samples for arm, samples in evaluation.pool.items() if arm in names},
     )
 
 

@@ -1,0 +1,146 @@
+"""What to do about a blocked run: one specific recommendation per kind of failure of each pair × workload, with the
+numbers and the command that helps (the rollback advice of the SLA checks comes from `specgate.checks.sla`).
+
+Kinds: a latency regression (which arm and metric, how much beyond the tolerance, against what; how to reproduce
+it offline), an undecided comparison (what would decide it), latency not comparable with a stored baseline (another
+machine), an acceptance drop, output drift (first divergence; numerics or a bug), a task-accuracy drop, an SLA
+breach (which SLA, by how much, the profile's rollback rule), a missing or unusable baseline, and errors of the
+infrastructure (the cause; nothing was measured, so nothing passed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check
+from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
+
+
+def _kind(check: Check) -> str:
+    outcome = check.details.get("outcome")
+    metric = split_key(check.name.split(":", 1)[-1])[1]
+    if check.category == INFRASTRUCTURE:
+        return "infrastructure"
+    if check.category == SLA:
+        return "sla"
+    if check.category == DRIFT or metric == OUTPUT_DRIFT:
+        return "outputs"
+    if metric == TASK_ACCURACY:
+        return "accuracy"
+    if metric == ACCEPTANCE:
+        return "acceptance"
+    if outcome == "NOT COMPARABLE":
+        return "not comparable"
+    if outcome == "UNKNOWN":
+        return "undecided"
+    if outcome == "BLOCK":
+        return "latency"
+    return "baseline" if check.category == REGRESSION else "other"
+
+
+def _where(check: Check) -> str:
+    return f"{check.pair}/{check.workload}"
+
+
+def _latency(checks: list[Check], hardware: str) -> str:
+    worst = max(checks, key=lambda c: float(c.details.get("relative_change", 0.0)))
+    metrics = ", ".join(
+        f"{c.name.split(':', 1)[1]} {float(c.details.get('relative_change', 0.0)):+.1%}" for c in checks
+    )
+    tolerance = worst.limit or 0.0
+    if worst.name.startswith("reference:"):
+        how = (
+            f"measured beside {worst.details.get('against', 'the reference')} in the same run, so the change itself "
+            "is slower: do not release it; find the cause (engine version, model files, speculation settings) and "
+            "measure again"
+        )
+    else:
+        how = (
+            f"against this machine's baseline history: reproduce offline with `specgate baseline diff "
+            f"baselines/{hardware}/{worst.pair}/{worst.workload}.json reports/runs/{hardware}/{worst.pair}/"
+            f"{worst.workload}.json`, and confirm beside the released configuration (--reference=PAIR)"
+        )
+    return f"latency regression on {_where(worst)}: {metrics} (tolerance {tolerance:.0%}), {how}"
+
+
+def _one(kind: str, checks: list[Check], hardware: str) -> str:
+    first = checks[0]
+    names = ", ".join(c.name for c in checks)
+    if kind == "latency":
+        return _latency(checks, hardware)
+    if kind == "undecided":
+        return (
+            f"undecided latency on {_where(first)} ({names}): the spread of this machine hides a "
+            f"{(first.limit or 0):.0%} change — the check says what would decide it; raise gate.max_repetitions, "
+            "run on a quieter machine, or gate beside the released configuration (--reference=PAIR)"
+        )
+    if kind == "not comparable":
+        return (
+            f"no latency baseline of this machine for {_where(first)}: record one here "
+            f"(pytest suites/ --hardware={hardware} --pair={first.pair} --update-baselines, three runs) or gate "
+            "beside the released configuration (pairs.<pair>.reference or --reference=PAIR)"
+        )
+    if kind == "acceptance":
+        return (
+            f"acceptance dropped on {_where(first)} ({first.message.split(' [', 1)[0]}): the draft agrees less with "
+            "the target; keep the released draft, or retrain/realign the new one to this target"
+        )
+    if kind == "outputs":
+        return (
+            f"outputs changed on {_where(first)} ({headline(first.message)}): with the same model files greedy "
+            "outputs must not change — a divergence late in a sequence at a near-tie is numerics (compare dtype and "
+            "kernels), an early or systematic one is a bug in the speculative path: do not release"
+        )
+    if kind == "accuracy":
+        return (
+            f"task accuracy fell on {_where(first)} ({headline(first.message)}): the new models answer worse; "
+            "check the quantization or model files before release"
+        )
+    if kind == "sla":
+        parts = []
+        for c in checks:
+            if c.observed is not None and c.limit is not None and c.limit:
+                parts.append(f"{c.name} {c.observed:,.4g} vs {c.limit:,.4g} {c.unit}".rstrip())
+            else:
+                parts.append(c.name)
+        return (
+            f"SLA breached on {_where(first)}: {'; '.join(parts)} — see the rollback rule of hardware/{hardware}.yaml "
+            "(sla.rollback_latency_factor, min_speedup, min_acceptance_rate): serve the released configuration or "
+            "plain decoding until it holds"
+        )
+    if kind == "infrastructure":
+        return (
+            f"the measurement of {_where(first)} is not usable ({headline(first.message)}): fix the engine or server "
+            "(the errors are in verdict.json and the pytest output) and run again; the other checks of "
+            f"{_where(first)} failed because of it"
+        )
+    if kind == "baseline":
+        return f"baseline problem on {_where(first)}: {headline(first.message)}"
+    return f"{_where(first)}: {names} failed: {headline(first.message)}"
+
+
+def headline(message: str, limit: int = 140) -> str:
+    """The first sentence of a check's evidence (cut at `limit` characters)."""
+    first = message.split(". ", 1)[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def advise(checks: Sequence[Check], errors: Sequence[str], hardware: str) -> list[str]:
+    """One recommendation per (pair × workload, kind of failure), then one for infrastructure errors."""
+    groups: dict[tuple[str, str, str], list[Check]] = {}
+    for check in checks:
+        if not check.passed:
+            groups.setdefault((check.pair, check.workload, _kind(check)), []).append(check)
+    broken = {(pair, workload) for pair, workload, kind in groups if kind == "infrastructure"}
+    advice = [
+        _one(kind, group, hardware)
+        for (pair, workload, kind), group in groups.items()
+        if kind == "infrastructure" or (pair, workload) not in broken  # the rest follows from the broken measurement
+    ]
+    if errors:
+        advice.append(
+            f"the run could not measure everything ({headline(errors[0])}{' …' if len(errors) > 1 else ''}): "
+            "fix the cause (see ERROR above and the pytest output), then run the gate again; an unmeasured check "
+            "never passes"
+        )
+    return advice
