@@ -38,7 +38,7 @@ from specgate.config import (
     parse_selection,
     with_sla,
 )
-from specgate.engines.base import Engine, ExplainsDivergences
+from specgate.engines.base import Engine, ExplainsDivergences, LoadShape
 from specgate.errors import BaselineError, ConfigError
 from specgate.evaluation import Evaluation, evaluate
 from specgate.hardware.fingerprint import Fingerprint, run_fingerprint
@@ -227,8 +227,9 @@ class GateRun:
         try:
             probes = policy.ttft_probes if plan.beside and workload.gate_speed else 0
             measurement = measure_plan(
-                engine, plan, prompts, policy, hardware=self.hardware.name, observer=monitor, stop=stop, probes=probes
-            )
+                engine, plan, prompts, policy, hardware=self.hardware.name, observer=monitor, stop=stop, probes=probes,
+                load=LoadShape.of(workload),
+            )  # fmt: skip
             measurement = extend_acceptance(engine, measurement, workload, self.sla(pair_name), policy, monitor)
         finally:
             observation = monitor.finish()

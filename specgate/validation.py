@@ -54,6 +54,7 @@ def validate_run(run: GateRun) -> None:
         problems += _pair(run, pair)
     for workload in run.workloads:
         problems += _workload(run, workload)
+        problems += _load_shape(run, workload)
     if problems:
         shown = problems[:MAX_PROBLEMS]
         more = len(problems) - len(shown)
@@ -160,6 +161,28 @@ def _workload(run: GateRun, name: str) -> list[str]:
     workload = run.workload(name)
     shown = _relative(workload.path, run.project.source.parent)
     return workload_problems(workload, run.policy.min_samples, run.policy.repetitions, shown)
+
+
+def _load_shape(run: GateRun, name: str) -> list[str]:
+    """A workload in load mode needs engines that can have several requests in flight."""
+    from specgate.engines.registry import engine_spec
+
+    workload = run.workload(name)
+    if (workload.concurrency or 1) == 1 and workload.request_rate is None:
+        return []
+    problems = []
+    for engine in sorted({run.engine_name(pair) for pair in run.pairs}):
+        try:
+            spec = engine_spec(engine)
+        except ConfigError:
+            continue  # reported with the pair
+        if not spec.load_mode:
+            problems.append(
+                f"workload {name!r} is in load mode (concurrency {workload.concurrency or 1}, request_rate "
+                f"{workload.request_rate}) but the {engine!r} engine runs one request at a time: use --engine=vllm "
+                f"or a served endpoint (openai), or drop workloads.{name}.concurrency/request_rate"
+            )
+    return problems
 
 
 def _relative(path: Path, root: Path) -> str:

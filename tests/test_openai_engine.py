@@ -28,9 +28,9 @@ import pytest
 from conftest import arm_summaries, evaluation_of, needs_module
 from specgate.config import PairConfig, Speculation, load_hardware_profile
 from specgate.engines import create_engine
-from specgate.engines.base import ArmRun, Prompt, RequestTrace, SpecCounters
+from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace, SpecCounters, arrival_offsets
 from specgate.engines.openai.engine import OpenAIEngine
-from specgate.engines.openai.load import arrival_offsets, run_load
+from specgate.engines.openai.load import run_load
 from specgate.engines.openai.metrics import GoodputSlo, measure_goodput, read_metrics, server_delta
 from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
 
@@ -467,6 +467,16 @@ def test_concurrency_limit_is_honoured(serve: Callable[..., FakeServer], concurr
     assert all(t.ok for t in run.traces)
     assert server.max_in_flight == concurrency
     assert engine.served_runs[-1].concurrency == concurrency
+
+
+def test_the_workloads_load_shape_overrides_the_pairs_options(serve: Callable[..., FakeServer]) -> None:
+    server = serve(chunk_delay_s=0.02)
+    engine = _engine({"spec": server.url}, concurrency=4)
+    run = engine.run(_prompts(6), "spec", repetition=0, load=LoadShape(concurrency=1))  # latency mode
+    assert all(t.ok for t in run.traces)
+    assert server.max_in_flight == 1 and engine.served_runs[-1].concurrency == 1
+    engine.run(_prompts(6), "spec", repetition=1)  # no load shape: the pair's options
+    assert server.max_in_flight == 4
 
 
 def test_poisson_offsets_come_from_the_seeded_rng() -> None:

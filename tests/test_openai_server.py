@@ -168,8 +168,8 @@ def _gate(pair: PairConfig, arm: str) -> tuple[Evaluation, tuple[Check, ...], Ve
 
 
 def _poisson(url: str, folder: Path, prompts: Sequence[Prompt]) -> tuple[ArmRun, tuple[float, ...], Any]:
+    from specgate.engines.base import arrival_offsets
     from specgate.engines.openai.engine import OpenAIEngine
-    from specgate.engines.openai.load import arrival_offsets
 
     engine = OpenAIEngine(REPO)
     pair = _pair("spec", url, folder, concurrency=8, request_rate=1.5, seed=7)

@@ -95,6 +95,11 @@ def test_unknown_engine_is_a_usage_error(pytester: pytest.Pytester, gate_project
             "workloads: {w: {path: workloads/docs.jsonl, limit: 4, acceptance_prompts: 50}}",
             "*workloads/docs.jsonl*holds 8 prompts, acceptance_prompts asks for 50*",
         ),
+        (
+            "pairs: {p: {target: model, speculation: {method: prompt_lookup}}}\n"
+            "workloads: {w: {path: workloads/docs.jsonl, concurrency: 4}}",
+            "*workload 'w' is in load mode (concurrency 4*the 'transformers' engine runs one request at a time*",
+        ),
     ],
     ids=[
         "typo",
@@ -106,6 +111,7 @@ def test_unknown_engine_is_a_usage_error(pytester: pytest.Pytester, gate_project
         "broken-yaml",
         "pool-below-limit",
         "pool-beyond-file",
+        "load-mode-on-transformers",
     ],
 )
 def test_config_errors_name_file_key_and_fix(
@@ -115,7 +121,7 @@ def test_config_errors_name_file_key_and_fix(
     result = pytester.runpytest("suites")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])
-    named = ("specgate.yaml", "workloads.w.acceptance_prompts", "model '")
+    named = ("specgate.yaml", "workloads.w.", "model '")
     assert any(name in result.stderr.str() for name in named)
 
 

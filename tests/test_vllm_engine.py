@@ -22,7 +22,7 @@ import pytest
 
 from conftest import needs_module
 from specgate.config import PairConfig, Speculation, load_hardware_profile
-from specgate.engines.base import ArmRun, Prompt, SpecCounters
+from specgate.engines.base import ArmRun, LoadShape, Prompt, SpecCounters
 from specgate.engines.counters import counters_delta
 from specgate.engines.vllm_engine import VllmEngine
 from specgate.engines.vllm_io import read_spec_counters, speculative_config
@@ -137,6 +137,7 @@ class PairRuns:
     ar: ArmRun
     spec: ArmRun
     vllm_delta: dict[str, Any]
+    spec_load: ArmRun  # the spec arm in load mode: every request in flight at once
 
 
 def _registry_counters() -> dict[str, Any]:
@@ -161,6 +162,7 @@ def _measure(name: str, speculation: Speculation, prompts: list[Prompt]) -> Pair
         before = _registry_counters()
         spec = engine.run(prompts, "spec", repetition=0)
         after = _registry_counters()
+        spec_load = engine.run(prompts, "spec", repetition=1, load=LoadShape(concurrency=len(prompts)))
     finally:
         engine.close()
     delta = {
@@ -169,7 +171,7 @@ def _measure(name: str, speculation: Speculation, prompts: list[Prompt]) -> Pair
         else value - before[key]
         for key, value in after.items()
     }
-    return PairRuns(name, speculation.num_tokens, ar, spec, delta)
+    return PairRuns(name, speculation.num_tokens, ar, spec, delta, spec_load)
 
 
 PAIRS = {
@@ -245,6 +247,19 @@ def test_traces_have_monotonic_chunk_times(runs: PairRuns) -> None:
             assert sum(trace.chunk_tokens) == len(trace.output_ids)
             assert max(trace.chunk_tokens) <= runs.gamma + 1
             assert trace.chunk_times_s[-1] - trace.submit_s <= arm.wall_s
+
+
+@pytest.mark.model
+def test_latency_mode_sends_one_request_at_a_time_and_load_mode_all_at_once(runs: PairRuns) -> None:
+    for arm in (runs.ar, runs.spec):  # the default: each request alone, so its TTFT is never queueing
+        for before, after in itertools.pairwise(arm.traces):
+            assert after.submit_s >= before.done_s, (before.prompt_id, after.prompt_id)
+    loaded = runs.spec_load.traces
+    assert all(t.ok for t in loaded) and max(t.submit_s for t in loaded) < min(t.done_s for t in loaded)
+    queued = [t.chunk_times_s[0] - t.submit_s for t in loaded]
+    alone = [t.chunk_times_s[0] - t.submit_s for t in runs.spec.traces]
+    mean_alone, mean_queued = 1000 * sum(alone) / len(alone), 1000 * sum(queued) / len(queued)
+    print(f"\n{runs.name}: mean TTFT alone {mean_alone:.0f} ms, all at once {mean_queued:.0f} ms")
 
 
 @pytest.mark.model

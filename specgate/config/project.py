@@ -104,13 +104,17 @@ class WorkloadConfig:
 
     The gate times the first `limit` prompts; `acceptance_prompts` (≥ limit) is how many prompts of the file the
     acceptance comparison may extend over, when the timed ones cannot tell a new draft's acceptance from the
-    reference's (`specgate.measure.pool`)."""
+    reference's (`specgate.measure.pool`). `concurrency` and `request_rate` are the load shape of engines that run a
+    whole arm at once (vLLM, served endpoints): unset or 1 is latency mode, one request at a time
+    (`specgate.engines.base.LoadShape`)."""
 
     name: str
     path: Path
     max_new_tokens: int = 64
     limit: int | None = None
     acceptance_prompts: int | None = None
+    concurrency: int | None = None
+    request_rate: float | None = None
     task: str = "generate"
     gate_speed: bool = True
     long: bool = False
@@ -340,6 +344,10 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
         max_new_tokens=_positive_int(raw, "max_new_tokens", 64, source, where) or 64,
         limit=_positive_int(raw, "limit", None, source, where),
         acceptance_prompts=_acceptance_prompts(raw, source, where),
+        concurrency=_positive_int(raw, "concurrency", None, source, where),
+        request_rate=None
+        if raw.get("request_rate") is None
+        else number(raw["request_rate"], source, f"{where}.request_rate", low=1e-6),
         task=check_choice(raw.get("task", "generate"), TASKS, source, f"{where}.task"),
         gate_speed=bool(typed(raw.get("gate_speed", True), bool, source, f"{where}.gate_speed")),
         long=bool(typed(raw.get("long", False), bool, source, f"{where}.long")),

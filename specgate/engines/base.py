@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from specgate.config import HardwareProfile
+    from specgate.config import HardwareProfile, WorkloadConfig
     from specgate.models import ResolvedModel
     from specgate.plan import Arm
 
@@ -88,13 +88,51 @@ class ArmRun:
     counters: SpecCounters | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LoadShape:
+    """How the requests of one engine call are offered (a workload's `concurrency` and `request_rate`).
+
+    `concurrency` is the most requests in flight: 1 is latency mode (each request alone, so TTFT is the request's
+    own and never time spent queueing behind the others), N is load mode. `request_rate` sends requests at seeded
+    Poisson arrivals (requests/s) instead of as soon as a slot frees. Engines that take one request at a time are
+    always in latency mode."""
+
+    concurrency: int = 1
+    request_rate: float | None = None
+
+    @classmethod
+    def of(cls, workload: WorkloadConfig) -> LoadShape | None:
+        """A workload's load shape, or None when it sets none (the engine's default)."""
+        if workload.concurrency is None and workload.request_rate is None:
+            return None
+        return cls(workload.concurrency or 1, workload.request_rate)
+
+    def describe(self) -> str:
+        if self.concurrency == 1 and self.request_rate is None:
+            return "latency mode (one request at a time)"
+        rate = "" if self.request_rate is None else f", Poisson arrivals at {self.request_rate:g}/s"
+        return f"load mode (up to {self.concurrency} in flight{rate})"
+
+
+def arrival_offsets(count: int, rate: float | None, seed: int, repetition: int) -> tuple[float, ...]:
+    """When each request is due, in seconds from the start of the run: all at 0 without a rate, else Poisson."""
+    if rate is None or count == 0:
+        return (0.0,) * count
+    import numpy as np
+
+    gaps = np.random.default_rng([seed, repetition + 1]).exponential(1.0 / rate, size=count - 1)
+    return (0.0, *(float(t) for t in np.cumsum(gaps)))
+
+
 @runtime_checkable
 class Engine(Protocol):
     """An inference engine that specgate can measure.
 
     `load` prepares every arm on the profile's device; `run` executes the prompts in one arm and returns their
     traces; `close` releases models and processes. `per_request` says whether `run` may be called with one prompt
-    at a time (engines that batch, like vLLM, run a whole arm at once and are interleaved per round instead).
+    at a time (engines that batch, like vLLM, run a whole arm at once and are interleaved per round instead); such
+    engines offer the call's requests as `load` says (None: the engine's own default, latency mode unless the pair's
+    options say otherwise).
     `models(arm)` are the model files an arm runs, by role (`target`, `draft`), hashed for provenance;
     `cost_ratio(arm)` is c, the draft step's cost over the target step's (0 for n-gram lookup, None unknown).
     """
@@ -104,7 +142,7 @@ class Engine(Protocol):
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None: ...
 
-    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun: ...
+    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun: ...
 
     def versions(self) -> Mapping[str, str]: ...
 

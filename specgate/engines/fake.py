@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from specgate.config import HardwareProfile
-from specgate.engines.base import ArmRun, Prompt, RequestTrace
+from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
 from specgate.plan import Arm
 
 
@@ -93,7 +93,7 @@ class FakeEngine:
         injected = 1.0 if known is None else 1.0 + known.slowdown
         return (self._behaviour(arm).slowdown if candidate_speculative else 1.0) * injected
 
-    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
+    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
         start = self._clock
         traces = tuple(self._one(p, arm, repetition) for p in prompts)
         return ArmRun(arm, traces, self._clock - start)

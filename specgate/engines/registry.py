@@ -24,6 +24,7 @@ class EngineSpec:
     requires: str  # the import name whose absence is a usage error
     install_hint: str
     local_models: bool = True  # runs model files on this machine (checked at configure time)
+    load_mode: bool = True  # can have several requests in flight (a workload's concurrency / request_rate)
     description: str = ""
 
 
@@ -44,6 +45,7 @@ register(
         "specgate.engines.transformers_engine:TransformersEngine",
         "transformers",
         "pip install torch==2.13.0 'specgate[hf]' (pin torch for the CPU build)",
+        load_mode=False,
         description="Hugging Face transformers, assisted generation (CPU, CUDA, Ascend)",
     )
 )

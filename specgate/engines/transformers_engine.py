@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specgate.config import HardwareProfile
-from specgate.engines.base import ArmRun, Prompt, RequestTrace
+from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.models import ResolvedModel, resolve
 from specgate.plan import Arm
@@ -257,7 +257,7 @@ class TransformersEngine:
         with torch.inference_mode():
             return setup.model.generate(ids, streamer=clock, **kwargs)
 
-    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
+    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
         setup = self._arm(arm)
         started = time.perf_counter()
         traces = tuple(self._run_one(setup, prompt, repetition) for prompt in prompts)

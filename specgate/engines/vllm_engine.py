@@ -13,8 +13,12 @@ process receives it: what a streaming client sees. One step is one scheduler ite
 bonus token plus the accepted draft tokens. vLLM's `RequestOutput.metrics` (`RequestStateStats`) was not used: it
 has only the first and last token times (no chunk times, so no ITL and no chunk sizes), and mixes a wall-clock
 arrival time with engine-core monotonic stamps. The async engine would give the same chunks at the cost of an event
-loop in a pytest process. All prompts of a run are submitted at once (vLLM batches them; `max_num_seqs` caps the
-batch), so TTFT includes queueing behind the batch, as under concurrent load.
+loop in a pytest process.
+
+Load shape (the workload's `concurrency` and `request_rate`, `specgate.engines.base.LoadShape`): latency mode by
+default, one request in flight at a time, so TTFT is the request's own prefill and never time spent queueing behind
+the others; in load mode up to `concurrency` requests are in flight (vLLM batches them; `max_num_seqs` caps the
+batch), each sent when due (seeded Poisson arrivals with a `request_rate`, as the OpenAI engine sends them).
 
 Acceptance: `llm.get_metrics()` is read before and after the timed requests of a run, and the differences of
 `vllm:spec_decode_num_drafts`, `…num_draft_tokens`, `…num_accepted_tokens` and `…num_accepted_tokens_per_pos` become
@@ -51,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from specgate.config import HardwareProfile, Speculation
-from specgate.engines.base import ArmRun, Prompt, RequestTrace
+from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace, arrival_offsets
 from specgate.engines.counters import counters_delta
 from specgate.engines.vllm_io import (
     CPU_KV_CACHE_BYTES,
@@ -168,8 +172,9 @@ class VllmEngine:
     def cost_ratio(self, arm: str) -> float | None:
         return self._setup(arm).cost_ratio
 
-    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
-        """Run all prompts as one batch in `arm`; counters are the differences around the timed requests."""
+    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
+        """Run the prompts in `arm` under `load` (default: latency mode, one request at a time); counters are the
+        differences around the timed requests."""
         setup = self._setup(arm)
         encoded = [self._encode(setup, prompt) for prompt in prompts]
         needed = max((len(ids) + p.max_new_tokens for p, ids in zip(prompts, encoded, strict=True)), default=0)
@@ -177,7 +182,7 @@ class VllmEngine:
             llm = self._ensure_llm(arm, needed, prompts, encoded)
             before = read_spec_counters(llm.get_metrics())
             started = time.perf_counter()
-            traces = self._stream(llm, prompts, encoded, arm, repetition)
+            traces = self._stream(llm, prompts, encoded, arm, repetition, load)
             wall_s = time.perf_counter() - started
             after = read_spec_counters(llm.get_metrics()) if self._llm is not None else before
         return ArmRun(arm=arm, traces=traces, wall_s=wall_s, counters=counters_delta(before, after))
@@ -193,7 +198,7 @@ class VllmEngine:
         self._max_model_len = wanted
         self._llm = self._start_llm(arm)
         self._llm_arm = arm
-        self._stream(self._llm, prompts, encoded, arm, -1)
+        self._stream(self._llm, prompts, encoded, arm, -1, LoadShape(concurrency=max(1, len(prompts))))  # untimed
         if self._llm is None:
             raise MeasurementError(f"vLLM's {arm!r} arm failed while warming up on the workload's prompts")
         return self._llm
@@ -249,30 +254,52 @@ class VllmEngine:
         return ids
 
     def _stream(
-        self, llm: Any, prompts: Sequence[Prompt], encoded: Sequence[list[int]], arm: str, repetition: int
+        self,
+        llm: Any,
+        prompts: Sequence[Prompt],
+        encoded: Sequence[list[int]],
+        arm: str,
+        repetition: int,
+        load: LoadShape | None = None,
     ) -> tuple[RequestTrace, ...]:
-        """Submit every prompt, then step the engine until all are done, stamping each delta on arrival."""
+        """Offer the prompts as `load` says (at most `concurrency` in flight, each when due), stepping the engine
+        until all are done and stamping each delta on arrival."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
+        shape = load or LoadShape()
         engine = llm.llm_engine
         slowdown = self._setup(arm).arm.slowdown
         streams: dict[str, Stream] = {}
         inputs = render(llm, encoded)
-        for prompt, ids, engine_input in zip(prompts, encoded, inputs, strict=True):
-            stream = Stream(prompt, ids)
-            request_id = f"{arm}-{repetition}-{next(self._request_ids)}"
-            params = SamplingParams(
-                temperature=0.0, max_tokens=prompt.max_new_tokens, output_kind=RequestOutputKind.DELTA
-            )
-            stream.submit_s = time.perf_counter()
-            try:
-                engine.add_request(request_id, engine_input, params)
-            except Exception as exc:  # a rejected request is recorded, never dropped
-                stream.error = f"{type(exc).__name__}: {exc}"
-            streams[request_id] = stream
+        due = arrival_offsets(len(prompts), shape.request_rate, 0, repetition)
+        pending = list(zip(prompts, encoded, inputs, due, strict=True))
+        in_flight: set[str] = set()
+        started = time.perf_counter()
+
+        def submit_due() -> None:
+            while pending and len(in_flight) < shape.concurrency and time.perf_counter() - started >= pending[0][3]:
+                prompt, ids, engine_input, _ = pending.pop(0)
+                stream = Stream(prompt, ids)
+                request_id = f"{arm}-{repetition}-{next(self._request_ids)}"
+                params = SamplingParams(
+                    temperature=0.0, max_tokens=prompt.max_new_tokens, output_kind=RequestOutputKind.DELTA
+                )
+                stream.submit_s = time.perf_counter()
+                streams[request_id] = stream
+                try:
+                    engine.add_request(request_id, engine_input, params)
+                    in_flight.add(request_id)
+                except Exception as exc:  # a rejected request is recorded, never dropped
+                    stream.error = f"{type(exc).__name__}: {exc}"
+
         try:
-            while engine.has_unfinished_requests():
+            submit_due()
+            while pending or engine.has_unfinished_requests():
+                if not engine.has_unfinished_requests():  # idle until the next request is due
+                    time.sleep(max(0.0, pending[0][3] - (time.perf_counter() - started)))
+                    submit_due()
+                    continue
                 stepped = time.perf_counter()
                 outputs = engine.step()
                 now = time.perf_counter()
@@ -281,11 +308,18 @@ class VllmEngine:
                     now = time.perf_counter()
                 for output in outputs:
                     streams[output.request_id].receive(output, now)
+                    if output.finished:
+                        in_flight.discard(output.request_id)
+                submit_due()
         except Exception as exc:  # the engine died: unfinished requests fail with it
             for stream in streams.values():
                 if stream.finish_reason is None and stream.error is None:
                     stream.error = f"{type(exc).__name__}: {exc}"
             self._shutdown_llm()
+        never = [Stream(prompt, ids) for prompt, ids, _, _ in pending]  # not sent: the engine died first
+        for stream in never:
+            stream.error = "not sent: the engine stopped before this request was due"
+            streams[f"unsent-{stream.prompt.id}"] = stream
         return tuple(stream.trace(arm, repetition) for stream in streams.values())
 
     def _shutdown_llm(self) -> None:

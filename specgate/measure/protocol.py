@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specgate.config import GatePolicy
-from specgate.engines.base import ArmRun, Engine, Prompt
+from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt
 from specgate.errors import MeasurementError
 from specgate.plan import MeasurementPlan
 
@@ -81,13 +81,15 @@ def measure_plan(
     observer: RunObserver | None = None,
     stop: StopRule | None = None,
     probes: int = 0,
+    load: LoadShape | None = None,
 ) -> Measurement:
     """Run every arm of the plan on the prompts of a loaded engine, round by round (see the module docstring).
 
     With `probes` (engines that take one request at a time), each prompt is also sent `probes` more times per arm
     and round with a one-token output budget, interleaved like the rest: their time to first token is the same
     prefill as a full request's, at a fraction of its cost, so a TTFT comparison gets several times more units. They
-    are kept apart (`Measurement.probes`) and feed nothing but TTFT."""
+    are kept apart (`Measurement.probes`) and feed nothing but TTFT. Engines that run a whole arm at once offer its
+    requests as `load` says (the workload's load shape; None: the engine's default)."""
     if not prompts:
         raise MeasurementError(f"workload {plan.workload!r} has no prompts to measure")
     started = time.time()
@@ -104,7 +106,11 @@ def measure_plan(
                 engine.run([prompt], arm, repetition=-1)
         if observer is not None:
             observer.before_run(arm)
-        result = engine.run(batch, arm, repetition=repetition)
+        result = (
+            engine.run(batch, arm, repetition=repetition)
+            if engine.per_request
+            else engine.run(batch, arm, repetition=repetition, load=load)
+        )
         if observer is not None:
             observer.after_run(arm, result)
         runs[arm].append(result)

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from specgate.config import HardwareProfile
-from specgate.engines.base import ArmRun, Prompt
-from specgate.engines.openai.load import ServedSettings, arrival_offsets, parse_settings, run_load
+from specgate.engines.base import ArmRun, LoadShape, Prompt, arrival_offsets
+from specgate.engines.openai.load import ServedSettings, parse_settings, run_load
 from specgate.engines.openai.metrics import (
     NOT_EXPOSED,
     Goodput,
@@ -234,15 +234,16 @@ class OpenAIEngine:
         """`text` with the API key replaced by ***."""
         return text if self._key is None else text.replace(self._key.value, "***")
 
-    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int) -> ArmRun:
-        """Send every prompt to the arm's server under the configured load; one trace per prompt, failures kept."""
+    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
+        """Send every prompt to the arm's server under `load` (the workload's load shape) or, without one, the
+        pair's options; one trace per prompt, failures kept."""
         settings = self._arm(arm)[1]
         if len(prompts) > settings.max_requests:
             raise MeasurementError(
                 f"a run of {len(prompts)} requests exceeds speculation.options.max_requests={settings.max_requests}; "
                 "raise it or set the workload's limit"
             )
-        run, record = _run_coroutine(self._run_arm(prompts, arm, repetition))
+        run, record = _run_coroutine(self._run_arm(prompts, arm, repetition, load))
         self.served_runs.append(record)
         if record.note is not None and record.note not in self.notes:
             self.notes.append(record.note)
@@ -253,9 +254,13 @@ class OpenAIEngine:
             )
         return run
 
-    async def _run_arm(self, prompts: Sequence[Prompt], arm: str, repetition: int) -> tuple[ArmRun, ServedRun]:
+    async def _run_arm(
+        self, prompts: Sequence[Prompt], arm: str, repetition: int, load: LoadShape | None
+    ) -> tuple[ArmRun, ServedRun]:
         httpx = _import_httpx()
         _, s, root = self._arm(arm)
+        if load is not None:  # the workload's load shape overrides the pair's options
+            s = dataclasses.replace(s, concurrency=load.concurrency, request_rate=load.request_rate)
         streams = [ResponseStream(p) for p in prompts]
         offsets = arrival_offsets(len(prompts), s.request_rate, s.seed, repetition)
         async with httpx.AsyncClient(**self._client_args(s)) as client:

@@ -231,16 +231,6 @@ def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimit
     )
 
 
-def arrival_offsets(count: int, rate: float | None, seed: int, repetition: int) -> tuple[float, ...]:
-    """When each request is due, in seconds from the start of the run: all at 0 without a rate, else Poisson."""
-    if rate is None or count == 0:
-        return (0.0,) * count
-    import numpy as np
-
-    gaps = np.random.default_rng([seed, repetition + 1]).exponential(1.0 / rate, size=count - 1)
-    return (0.0, *(float(t) for t in np.cumsum(gaps)))
-
-
 async def run_load(
     count: int,
     send: Callable[[int], Awaitable[None]],
