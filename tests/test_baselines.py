@@ -144,6 +144,27 @@ def test_a_baseline_of_another_machine_compares_no_latency_but_everything_else(
     assert "not gated (latency_baseline: optional)" in _regression_checks(root)["regression:tpot_ms"]["message"]
 
 
+def test_a_baseline_of_another_engine_is_no_reference_for_outputs_or_latency(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's kernels are not transformers': a changed output against the other engine's baseline is not drift."""
+    root = gate_project()
+    _record(pytester, monkeypatch, range(1))
+    path = root / BASELINE
+    document = json.loads(path.read_text())
+    for run in document["runs"]:
+        run["fingerprint"]["engine"] = "vllm"
+    path.write_text(json.dumps(document))
+    result = pytester.runpytest("suites/test_regression.py")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    checks = _regression_checks(root)
+    assert not any("REGRESSED" in c["message"] for c in checks.values())
+    for name in ("regression:output_drift", "regression:acceptance_rate"):
+        message = checks[name]["message"]
+        assert "outputs and acceptance not comparable — the baseline was recorded with vllm (float32)" in message
+        assert "this run uses fake (tests only) (float32)" in message
+
+
 def test_a_blocked_run_never_becomes_the_baseline(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
     root = gate_project(behaviour="slowdown=3.0, acceptance=0.2")  # speculation does not pay: the SLA blocks
     result = pytester.runpytest("suites", "--update-baselines")

@@ -183,18 +183,19 @@ def _machines_text(baseline: Baseline, record: RunRecord) -> str:
     return f"baseline recorded on {other.describe()}; this machine is {mine.describe()} ({differs})"
 
 
-def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy) -> Check:
-    """A latency check that cannot be made against the stored baseline: never REGRESSED; blocks unless the policy's
-    `latency_baseline` is `optional`."""
+def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy, what: str = "latency") -> Check:
+    """A check that cannot be made against the stored baseline (latency of another machine, outputs of another
+    engine): never REGRESSED; blocks unless the policy's `latency_baseline` is `optional`."""
     plan = subject.plan
     optional = policy.latency_baseline == "optional"
+    times = f", {policy.min_history_runs} times" if what == "latency" else ""
     fix = (
-        f"record one here (pytest suites/ --hardware={subject.record.hardware} --pair={plan.pair} --update-baselines, "
-        f"{policy.min_history_runs} times) or gate against a reference measured beside it "
+        f"record one here (pytest suites/ --hardware={subject.record.hardware} --pair={plan.pair} --update-baselines"
+        f"{times}) or gate against a reference measured beside it "
         f"(pairs.{plan.pair}.reference in specgate.yaml, or --reference=PAIR)"
     )
     head = "not gated (latency_baseline: optional)" if optional else "BLOCK"
-    message = f"{head}: latency not comparable — {reason} — {fix} [baseline {subject.source}]"
+    message = f"{head}: {what} not comparable — {reason} — {fix} [baseline {subject.source}]"
     arm, _ = split_key(key, plan.released)
     return Check(
         f"regression:{key}",
@@ -213,10 +214,22 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
     plan, record, baseline = subject.plan, subject.record, subject.baseline
     assert isinstance(baseline, Baseline)
     where = (plan.pair, plan.workload)
-    latest = baseline.latest(record.fingerprint)
-    source = f"baseline {subject.source}"
-    results: Results = {}
     keys = latency_keys(plan, beside=False)
+    latest = baseline.latest_comparable(record.fingerprint)
+    if latest is None:  # outputs and acceptance depend on the engine's kernels and the dtype
+        stacks = ", ".join(sorted({f"{f.engine} ({f.dtype})" for f in baseline.machines()}))
+        mine = record.fingerprint
+        reason = f"the baseline was recorded with {stacks}; this run uses {mine.engine} ({mine.dtype})" if mine else ""
+        deterministic = [k for k in keys if split_key(k, plan.released)[1] == ACCEPTANCE] + [OUTPUT_DRIFT]
+        results: Results = {
+            f"regression:{k}": not_comparable(subject, k, reason, policy, "outputs and acceptance")
+            for k in deterministic
+        }
+        if plan.reference is None:
+            results.update(_baseline_latency(subject, policy, levels, keys, update))
+        return results
+    source = f"baseline {subject.source}"
+    results = {}
     for key in keys:
         arm, name = split_key(key, plan.released)
         if name == ACCEPTANCE:

@@ -43,10 +43,22 @@ class Baseline:
         """The runs recorded on this machine (same fingerprint), oldest first."""
         return tuple(r for r in self.runs if r.fingerprint is not None and r.fingerprint.matches(fingerprint))
 
-    def latest(self, fingerprint: Fingerprint | None = None) -> RunRecord:
-        """The newest run of this machine when there is one, else the newest run of any machine."""
-        same = () if fingerprint is None else self.for_machine(fingerprint)
-        return (same or self.runs)[-1]
+    def latest_comparable(self, fingerprint: Fingerprint | None) -> RunRecord | None:
+        """The run deterministic quantities (outputs, acceptance, accuracy) are compared with: the newest of this
+        machine, else the newest of any machine with the same engine and dtype (kernels decide near-ties), else None.
+        Without a fingerprint (old files, tests), the newest run."""
+        if fingerprint is None:
+            return self.runs[-1]
+        same = self.for_machine(fingerprint)
+        if same:
+            return same[-1]
+        stack = [
+            r
+            for r in self.runs
+            if r.fingerprint is None
+            or (r.fingerprint.engine, r.fingerprint.dtype) == (fingerprint.engine, fingerprint.dtype)
+        ]
+        return stack[-1] if stack else None
 
     def machines(self) -> list[Fingerprint]:
         """The machines that recorded runs, newest last, each once."""
