@@ -22,7 +22,8 @@ from pathlib import Path
 from specgate.checks import Check
 from specgate.checks.advice import advise
 from specgate.checks.catalogue import CheckSpec, Target, applicable
-from specgate.checks.judgement import Subject, family_size, judge
+from specgate.checks.judgement import Subject, judge
+from specgate.checks.levels import family_size
 from specgate.checks.sequential import acceptance_steps, extend_acceptance, pool_hint, stop_rule
 from specgate.checks.sla import recommendations
 from specgate.checks.verdict import Verdict, decide
@@ -253,8 +254,7 @@ class GateRun:
 
     def family(self) -> int:
         """The number of latency comparisons the run gates (the multiple-comparison family)."""
-        plans = [(self.plan(p, w), self.workload(w).gate_speed) for p in self.pairs for w in self.workloads]
-        return family_size(plans)
+        return family_size([(self.plan(p, w), self.workload(w).gate_speed) for p in self.pairs for w in self.workloads])
 
     def evaluations(self) -> list[Evaluation]:
         return [e for e in self._evaluations.values() if isinstance(e, Evaluation)]

@@ -13,7 +13,8 @@ import math
 import pytest
 
 from specgate.checks import Check
-from specgate.checks.judgement import Subject, beside, family_size, looks_of
+from specgate.checks.judgement import Subject, beside
+from specgate.checks.levels import family_size, looks_of
 from specgate.checks.regression import Levels, acceptance_check
 from specgate.checks.sequential import undecided_acceptance
 from specgate.config import GatePolicy, SlaLimits, Speculation

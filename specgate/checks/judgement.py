@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specgate.checks import REGRESSION, Check
+from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import (
     Levels,
     acceptance_check,
@@ -40,7 +41,6 @@ from specgate.comparison import (
     tail,
 )
 from specgate.config import GatePolicy, SlaLimits
-from specgate.measure.pool import look_share
 from specgate.measure.samples import ArmSamples
 from specgate.plan import MeasurementPlan
 from specgate.stats.decision import Decision, t_quantile
@@ -65,12 +65,6 @@ class Subject:
     rounds: int
     acceptance_steps: tuple[int, ...] = ()
     pool_hint: str = ""
-
-
-def acceptance_levels(policy: GatePolicy, steps: tuple[int, ...], samples: ArmSamples | None) -> Levels:
-    """The level of an acceptance comparison: α, or its share for the pool step it was decided at."""
-    used = len({s.prompt_id for s in samples.samples}) if samples is not None else 0
-    return Levels(policy.alpha * look_share(steps, used))
 
 
 def samples_for(record: RunRecord, arm: str, metric: Metric) -> ArmSamples:
@@ -401,27 +395,6 @@ def no_baseline(subject: Subject, update: bool, hardware: str) -> Results:
                 f"regression:{key}", plan.pair, plan.workload, REGRESSION, False, message, arm=arm
             )
     return results
-
-
-def looks_of(policy: GatePolicy, reference: bool) -> int:
-    """How often a comparison may be looked at: once per round from `repetitions` to `max_repetitions` in
-    reference mode (more rounds can decide an UNKNOWN there), once otherwise."""
-    return max(1, policy.max_repetitions - policy.repetitions + 1) if reference else 1
-
-
-def family_size(plans: list[tuple[MeasurementPlan, bool]]) -> int:
-    """The number of latency comparisons the run gates (on workloads that gate speed): the Holm/Bonferroni family.
-
-    `plans` are (plan, whether its workload gates speed)."""
-    from specgate.checks.regression import statistical
-
-    count = 0
-    for plan, speed in plans:
-        if not speed:
-            continue
-        keys = latency_keys(plan, beside=True) if plan.reference else latency_keys(plan, beside=False)
-        count += sum(1 for key in keys if statistical(key))
-    return max(1, count)
 
 
 def judge(

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specgate.checks import Check
-from specgate.checks.judgement import Subject, acceptance_levels, beside_latency, looks_of
+from specgate.checks.judgement import Subject, beside_latency
+from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import Levels, acceptance_check
 from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
 from specgate.engines.base import Engine, Prompt
