@@ -4,14 +4,22 @@ Arms are servers: `speculation.options.endpoints` maps each arm to a server root
 reference arm first; the other settings are in `specgate.engines.openai.load`. Each request is a streaming
 `POST /v1/chat/completions` (or `/v1/completions`) with `temperature: 0`, `max_tokens` from the workload and
 `stream_options: {include_usage: true}` (plus vLLM's `continuous_usage_stats` and `return_token_ids` unless switched
-off), sent with httpx; no retries (a retry hides latency), no proxies from the environment.
+off), sent on keep-alive connections by `specgate.engines.openai.wire`; no retries (a retry hides latency), no
+proxies from the environment. `/v1/models`, `/version` and `/metrics` are read with httpx (untimed).
 
-Timing: `submit_s` is `time.perf_counter()` when the request is sent (after it got a concurrency slot). Each SSE
-event that carries tokens is one chunk, stamped on arrival; events without tokens (the chat role event, the usage
-event) are not chunks. Tokens per chunk, most exact first, the run says which (`ServedRun.token_count_source`):
-`token_ids` (the ids the server returns: exact, and the output ids for the drift check), `usage per chunk`
-(differences of cumulative usage), `chunks` (one token per chunk that carries text; with a final `usage` the last
-chunk takes the difference so the total is the server's count).
+Timing: every request body is encoded before the clock starts, and one connection per slot is opened and warmed
+(one `GET /v1/models` round trip) before it, so no measured request pays for connection set-up. `submit_s` is
+`time.perf_counter()` just before the request's bytes are written to its connection: TTFT and E2EL start when the
+request leaves, never while it waits for a slot. Each SSE event that carries tokens is one chunk, stamped when its
+bytes are read from the socket; events without tokens (the chat role event, the usage event) are not chunks. The
+scheduler (`specgate.engines.openai.schedule`) records, per run, how faithfully the client kept its schedule:
+`ServedRun.client` holds the offered and achieved rate, the client's send lag (send time − when due or when a
+slot freed) and the time requests queued for a slot, apart.
+
+Tokens per chunk, most exact first, the run says which (`ServedRun.token_count_source`): `token_ids` (the ids the
+server returns: exact, and the output ids for the drift check), `usage per chunk` (differences of cumulative
+usage), `chunks` (one token per chunk that carries text; with a final `usage` the last chunk takes the difference
+so the total is the server's count).
 
 Failures are recorded in the request's trace, never dropped: an HTTP status other than 200, a chunk that is not
 JSON or has no choices, an `error` event, a stream that ends before `data: [DONE]`, a connection closed mid-stream,
@@ -23,7 +31,12 @@ replaced by `***` in every message.
 Acceptance: `/metrics` is read before and after each run of an arm, and the differences of vLLM's spec-decode
 counters become `ArmRun.counters`; without them the counters are None and the run's note says "not exposed by this
 server". `served_runs` keeps one `ServedRun` per call of `run`: goodput, errors by reason, the server's own latency
-means, the note.
+means, the note, the client's own timing.
+
+One event loop sends everything: at well under a millisecond of CPU per streamed request it sustains several
+hundred requests per second on one core (tests/benchmarks/test_load_precision.py prints the figures), so the
+client needs no worker processes, whose start-up and clock hand-over would cost more than they give on the few
+cores a gate host shares with the server it measures.
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import os
 import time
 from collections import Counter
@@ -41,7 +55,7 @@ from typing import Any, TypeVar
 
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, arrival_offsets
-from specgate.engines.openai.load import ServedSettings, parse_settings, run_load
+from specgate.engines.openai.load import ServedSettings, parse_settings
 from specgate.engines.openai.metrics import (
     NOT_EXPOSED,
     Goodput,
@@ -51,7 +65,9 @@ from specgate.engines.openai.metrics import (
     read_metrics,
     server_delta,
 )
+from specgate.engines.openai.schedule import ClientTiming, run_schedule, summarize_dispatch
 from specgate.engines.openai.sse import ResponseStream, StreamError, describe_http_error
+from specgate.engines.openai.wire import Connection, Exchange, Origin, Pool, WireError, encode_request
 from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
 from specgate.plan import Arm
 
@@ -61,7 +77,8 @@ INSTALL_HINT = "Install it: pip install httpx prometheus-client"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ServedRun:
-    """One call of `OpenAIEngine.run`: load, outcome and what the server itself counted."""
+    """One call of `OpenAIEngine.run`: load, outcome, what the server itself counted, and how faithfully the client
+    kept its schedule (`client`)."""
 
     arm: str
     repetition: int
@@ -76,6 +93,7 @@ class ServedRun:
     errors: Mapping[str, int]
     server: ServerView | None
     note: str | None
+    client: ClientTiming
 
 
 class _Secret:
@@ -261,26 +279,38 @@ class OpenAIEngine:
         _, s, root = self._arm(arm)
         if load is not None:  # the workload's load shape overrides the pair's options
             s = dataclasses.replace(s, concurrency=load.concurrency, request_rate=load.request_rate)
+        origin, headers = Origin.of(root), self._headers()
         streams = [ResponseStream(p) for p in prompts]
+        requests = [self._request(origin, s, p, headers) for p in prompts]  # built before the clock starts
         offsets = arrival_offsets(len(prompts), s.request_rate, s.seed, repetition)
+        pool = Pool(origin, connect_timeout_s=s.connect_timeout_s, read_timeout_s=s.timeout_s)
         async with httpx.AsyncClient(**self._client_args(s)) as client:
             before, note = await self._scrape(client, root, s)
+            await pool.warm(min(s.concurrency, len(prompts)), encode_request("GET", origin, "/v1/models", headers))
+            loop = asyncio.get_running_loop()
 
-            async def send(index: int) -> None:
-                await self._stream(client, f"{root}{s.api_path}", streams[index], s)
+            async def send(index: int) -> float:
+                return await self._send(pool, requests[index], streams[index], s, loop)
 
             started = time.perf_counter()
-            outcomes = await run_load(len(prompts), send, offsets, concurrency=s.concurrency, duration_s=s.duration_s)
+            dispatch = await run_schedule(
+                len(prompts), send, offsets, concurrency=s.concurrency, duration_s=s.duration_s
+            )
             wall_s = time.perf_counter() - started
+            pool.close()
             after, after_note = await self._scrape(client, root, s) if before is not None else (None, None)
         traces = tuple(
-            stream.trace(arm, repetition, error=outcome) for stream, outcome in zip(streams, outcomes, strict=True)
+            stream.trace(arm, repetition, error=outcome)
+            for stream, outcome in zip(streams, dispatch.outcomes, strict=True)
         )
         server = None if before is None or after is None else server_delta(before, after)
         if server is not None and server.counters is None:
             note = f"{arm}: {NOT_EXPOSED} ({root}{s.metrics_path})"
         run = ArmRun(arm, traces, wall_s, counters=None if server is None else server.counters)
-        return run, self._record(run, repetition, root, server, note or after_note, streams, s)
+        client_timing = summarize_dispatch(
+            dispatch, s.request_rate, warm_connections=pool.warmed, connections_opened=pool.opened
+        )
+        return run, self._record(run, repetition, root, server, note or after_note, streams, s, client_timing)
 
     def _record(
         self,
@@ -291,6 +321,7 @@ class OpenAIEngine:
         note: str | None,
         streams: Sequence[ResponseStream],
         s: ServedSettings,
+        client: ClientTiming,
     ) -> ServedRun:
         errors = Counter(self.redact(t.error) for t in run.traces if t.error is not None)
         failed = sum(1 for t in run.traces if not t.ok)
@@ -309,6 +340,7 @@ class OpenAIEngine:
             errors=dict(errors),
             server=server,
             note=note,
+            client=client,
         )
 
     async def _scrape(self, client: Any, root: str, s: ServedSettings) -> tuple[MetricsReading | None, str | None]:
@@ -328,24 +360,43 @@ class OpenAIEngine:
         except (ValueError, ImportError) as exc:
             return None, f"{root}{path}: {NOT_EXPOSED} (unreadable: {type(exc).__name__}: {exc})"
 
-    async def _stream(self, client: Any, url: str, stream: ResponseStream, s: ServedSettings) -> None:
-        """One streaming request; every failure ends up in `stream.error`, with the key redacted."""
-        httpx = _import_httpx()
-        body = self._body(stream.prompt, s)
-        stream.submit_s = time.perf_counter()
+    async def _send(
+        self, pool: Pool, request: bytes, stream: ResponseStream, s: ServedSettings, loop: asyncio.AbstractEventLoop
+    ) -> float:
+        """One streaming request on a pooled connection; returns when its bytes left. Every failure ends up in
+        `stream.error`, with the key redacted."""
+        connection: Connection | None = None
         try:
-            async with client.stream("POST", url, json=body) as response:
-                if response.status_code != 200:
-                    raise StreamError(await describe_http_error(response))
-                await stream.read(response)
+            connection = await pool.acquire()
+            exchange = Exchange(stream.receive, loop)
+            stream.submit_s = connection.send(request, exchange)
+            stream.done_s = await exchange.done
+            if exchange.status != 200:
+                raise StreamError(
+                    describe_http_error(exchange.status, exchange.reason_phrase, bytes(exchange.error_body))
+                )
+            stream.end()
         except StreamError as exc:
             stream.error = str(exc)
-        except httpx.HTTPError as exc:
-            stream.error = stream.describe_transport_error(exc, s.timeout_s, s.connect_timeout_s)
+        except WireError as exc:
+            stream.error = stream.describe_wire_error(exc, s.timeout_s, s.connect_timeout_s)
         finally:
-            stream.done_s = time.perf_counter()
+            if connection is not None:
+                pool.release(connection)
+            stream.done_s = stream.done_s or time.perf_counter()
             if stream.error is not None:
                 stream.error = self.redact(stream.error)
+        return stream.submit_s or stream.done_s
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"User-Agent": "specgate", "Accept": "text/event-stream", "Content-Type": "application/json"}
+        if self._key is not None:
+            headers["Authorization"] = f"Bearer {self._key.value}"
+        return headers
+
+    def _request(self, origin: Origin, s: ServedSettings, prompt: Prompt, headers: Mapping[str, str]) -> bytes:
+        body = json.dumps(self._body(prompt, s), ensure_ascii=False).encode()
+        return encode_request("POST", origin, s.api_path, headers, body)
 
     def _body(self, prompt: Prompt, s: ServedSettings) -> dict[str, Any]:
         options: dict[str, Any] = {"include_usage": True}
@@ -381,4 +432,4 @@ class OpenAIEngine:
         return found
 
     def close(self) -> None:
-        """Nothing stays open between runs: each run opens and closes its own client and event loop."""
+        """Nothing stays open between runs: each run opens and closes its own connections and event loop."""

@@ -1,4 +1,4 @@
-"""Load for a served endpoint: the settings of a pair's `speculation.options`, arrivals, and the bounded runner.
+"""Load for a served endpoint: the settings of a pair's `speculation.options`, and when requests are due.
 
 Settings (`speculation.options` of a pair run with the openai engine; only `endpoints` is required)::
 
@@ -23,15 +23,15 @@ Settings (`speculation.options` of a pair run with the openai engine; only `endp
 
 Arrivals: with a rate, the i-th request is due `offsets[i]` seconds after the run starts, where the gaps are
 exponential with mean 1 / rate from `numpy.random.default_rng([seed, repetition + 1])` — the same schedule for
-every arm of a repetition, a new one per repetition. A due request then waits for a free slot (`concurrency`).
+every arm of a repetition, a new one per repetition. A due request then waits for a free slot (`concurrency`);
+`specgate.engines.openai.schedule` sends them and records how closely it kept the schedule.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -229,46 +229,3 @@ def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimit
         extra_body=dict(options.mapping("extra_body")),
         goodput_slo=_goodput_slo(options, sla),
     )
-
-
-async def run_load(
-    count: int,
-    send: Callable[[int], Awaitable[None]],
-    offsets: Sequence[float],
-    *,
-    concurrency: int,
-    duration_s: float,
-) -> list[str | None]:
-    """Send request i (`send(i)`) when due and a slot is free; stop everything at `duration_s`.
-
-    Returns, per request, None when `send` finished, or why it did not: never sent, or cancelled in flight, at the
-    time bound, or the exception `send` raised. Nothing is retried.
-    """
-    loop = asyncio.get_running_loop()
-    slots = asyncio.Semaphore(concurrency)
-    sent = [False] * count
-    start = loop.time()
-
-    async def one(index: int) -> None:
-        await asyncio.sleep(max(0.0, offsets[index] - (loop.time() - start)))
-        async with slots:
-            sent[index] = True
-            await send(index)
-
-    tasks = [asyncio.create_task(one(i)) for i in range(count)]
-    if not tasks:
-        return []
-    _, pending = await asyncio.wait(tasks, timeout=duration_s)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-    outcomes: list[str | None] = []
-    for index, task in enumerate(tasks):
-        if task in pending:
-            state = "cancelled in flight" if sent[index] else "never sent"
-            outcomes.append(f"{state}: the run reached its time bound duration_s={duration_s:g}")
-        elif (exc := task.exception()) is not None:
-            outcomes.append(f"{type(exc).__name__}: {exc}")
-        else:
-            outcomes.append(None)
-    return outcomes

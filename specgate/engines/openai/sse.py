@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from specgate.engines.base import Prompt, RequestTrace
+from specgate.engines.openai.wire import WireError
 
 EXCERPT = 120
 
@@ -35,15 +36,10 @@ class Chunk:
     usage_tokens: int | None
 
 
-async def describe_http_error(response: Any) -> str:
-    """'HTTP 500 Internal Server Error: <start of the body>' (the body read up to a few hundred bytes)."""
-    body = b""
-    async for part in response.aiter_bytes():
-        body += part
-        if len(body) > 4 * EXCERPT:
-            break
+def describe_http_error(status: int, reason: str, body: bytes) -> str:
+    """'HTTP 500 Internal Server Error: <start of the body>'."""
     excerpt = " ".join(body.decode("utf-8", "replace").split())[: 2 * EXCERPT]
-    return f"HTTP {response.status_code} {response.reason_phrase}: {excerpt or '(empty body)'}"
+    return f"HTTP {status} {reason}: {excerpt or '(empty body)'}"
 
 
 def _malformed(events: int, why: str, payload: str) -> StreamError:
@@ -84,19 +80,8 @@ class ResponseStream:
     def chunk_count(self) -> int:
         return len(self.chunks)
 
-    async def read(self, response: Any) -> None:
-        """Consume the response's events until `[DONE]`; a stream that ends without it was cut."""
-        data: list[str] = []
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-            elif not line and data:
-                self.receive("\n".join(data), time.perf_counter())
-                data = []
-                if self.finished:
-                    return
-        if data:
-            self.receive("\n".join(data), time.perf_counter())
+    def end(self) -> None:
+        """The response body ended: a stream without `data: [DONE]` was cut."""
         if not self.finished:
             raise StreamError(
                 f"connection closed mid-stream: the stream ended before 'data: [DONE]' after {self.chunk_count} chunks"
@@ -197,17 +182,13 @@ class ResponseStream:
             error=error,
         )
 
-    def describe_transport_error(self, exc: Exception, timeout_s: float, connect_timeout_s: float) -> str:
-        """A clear reason for an httpx transport error during this request."""
-        import httpx
-
+    def describe_wire_error(self, exc: WireError, timeout_s: float, connect_timeout_s: float) -> str:
+        """A clear reason for a transport failure during this request."""
         where = f"after {self.chunk_count} chunks"
-        if isinstance(exc, httpx.ReadTimeout):
-            return f"read timeout: the server sent nothing for {timeout_s:g} s {where} (server hang?)"
-        if isinstance(exc, httpx.ConnectTimeout):
-            return f"connect timeout: no connection within {connect_timeout_s:g} s"
-        if isinstance(exc, httpx.ConnectError):
-            return f"cannot connect to the server: {exc}"
-        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
-            return f"connection closed mid-stream {where} ({type(exc).__name__}: {exc})"
-        return f"{type(exc).__name__} {where}: {exc}"
+        reasons = {
+            "read timeout": f"read timeout: the server sent nothing for {timeout_s:g} s {where} (server hang?)",
+            "connect timeout": f"connect timeout: no connection within {connect_timeout_s:g} s",
+            "connect": f"cannot connect to the server: {exc}",
+            "closed": f"connection closed mid-stream {where} ({exc})",
+        }
+        return reasons.get(exc.kind, f"not a valid HTTP response {where}: {exc}")
