@@ -56,6 +56,7 @@ class Behaviour:
     echo_auth_in_errors: bool = False
     faults: dict[int, str] = dataclasses.field(default_factory=dict)
     default_fault: str = "none"
+    keep_alive: bool = True
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -74,6 +75,8 @@ class FakeServer(ThreadingHTTPServer):
         self.bodies: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
         self.completed = 0
+        self.warmed_ports: set[int] = set()  # client ports that asked GET /v1/models
+        self.post_ports: list[int] = []  # the client port of each POST
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (it read a fault and closed) is expected; anything else is reported."""
@@ -119,6 +122,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def end_headers(self) -> None:
+        if not self.server.behaviour.keep_alive:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        super().end_headers()
+
     def _send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
@@ -132,6 +141,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/v1/") and key is not None and self.headers.get("Authorization") != f"Bearer {key}":
             self._send_json(401, {"error": {"message": "invalid API key"}})  # as vLLM's --api-key guards /v1
         elif self.path == "/v1/models":
+            with self.server.lock:
+                self.server.warmed_ports.add(self.client_address[1])
             self._send_json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
         elif self.path == "/version":
             self._send_json(200, {"version": "fake-1.0"})
@@ -154,6 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
             server.arrivals.append(time.perf_counter())
             server.bodies.append(body)
             server.auth_headers.append(auth)
+            server.post_ports.append(self.client_address[1])
             server.in_flight += 1
             server.max_in_flight = max(server.max_in_flight, server.in_flight)
         self.counted = True
@@ -466,6 +478,28 @@ def test_the_workloads_load_shape_overrides_the_pairs_options(serve: Callable[..
     assert server.max_in_flight == 4
 
 
+def test_connections_are_opened_and_warmed_before_the_first_request(serve: Callable[..., FakeServer]) -> None:
+    server = serve(chunk_delay_s=0.005)
+    engine = _engine({"spec": server.url}, concurrency=3)
+    run = engine.run(_prompts(9), "spec", repetition=0)
+    assert all(t.ok for t in run.traces)
+    assert set(server.post_ports) <= server.warmed_ports, "a measured request opened its own connection"
+    assert len(set(server.post_ports)) == 3  # one keep-alive connection per slot, reused
+    client = engine.served_runs[-1].client
+    assert (client.warm_connections, client.connections_opened, client.n_sent) == (3, 0, 9)
+    assert client.sent_s == tuple(t.submit_s for t in run.traces)
+
+
+def test_a_server_that_closes_connections_gets_new_ones_counted(serve: Callable[..., FakeServer]) -> None:
+    server = serve(keep_alive=False, chunk_delay_s=0.005)
+    engine = _engine({"spec": server.url}, concurrency=2)
+    run = engine.run(_prompts(4), "spec", repetition=0)
+    assert all(t.ok for t in run.traces), [t.error for t in run.traces]
+    assert len(set(server.post_ports)) == 4
+    client = engine.served_runs[-1].client
+    assert (client.warm_connections, client.connections_opened) == (0, 4)
+
+
 def test_poisson_offsets_come_from_the_seeded_rng() -> None:
     offsets = arrival_offsets(6, 5.0, seed=11, repetition=2)
     gaps = np.random.default_rng([11, 3]).exponential(1 / 5.0, size=5)
@@ -492,7 +526,11 @@ def test_requests_arrive_at_the_poisson_offsets(serve: Callable[..., FakeServer]
     for observed in (submitted, arrived):
         assert observed[-1] >= 0.5 * expected[-1] and np.abs(observed - expected).max() < 2.0, (observed, expected)
         assert list(np.argsort(observed, kind="stable")) == list(range(6))
-    assert engine.served_runs[-1].request_rate == 4.0
+    record = engine.served_runs[-1]
+    assert record.request_rate == 4.0 and record.client.offered_rate_per_s == 4.0
+    assert record.client.queued is not None and record.client.n_sent == 6
+    pairs = zip(record.client.due_s, record.client.sent_s, strict=True)
+    assert all(sent is not None and sent >= due for due, sent in pairs), "a request left before it was due"
 
 
 def test_the_scheduler_stops_at_the_time_bound() -> None:

@@ -49,14 +49,16 @@ class ClientTiming:
     """How faithfully the client kept its schedule in one run (see the module docstring).
 
     `offered_rate_per_s` is the configured Poisson rate (None: as fast as the concurrency allows);
-    `achieved_rate_per_s` is requests sent per second between the first and the last send. `due_s`, `sent_s`
-    are per request, in prompt order (`sent_s` is None for a request never sent). `warm_connections` were opened
-    before the clock started; `connections_opened` during the run (a server closed an idle one)."""
+    `achieved_rate_per_s` is requests sent per second between the first and the last send. `queued` is None
+    without a rate: every request is then due at the start, and waiting for a slot is the concurrency at work.
+    `due_s`, `sent_s` are per request, in prompt order (`sent_s` is None for a request never sent).
+    `warm_connections` were opened before the clock started; `connections_opened` during the run (a server
+    closed an idle one)."""
 
     offered_rate_per_s: float | None
     achieved_rate_per_s: float | None
     lag: Spread
-    queued: Spread
+    queued: Spread | None
     n_sent: int
     due_s: tuple[float, ...]
     sent_s: tuple[float | None, ...]
@@ -66,10 +68,10 @@ class ClientTiming:
     def describe(self) -> str:
         offered = "as fast as slots free" if self.offered_rate_per_s is None else f"{self.offered_rate_per_s:g}/s"
         achieved = "n/a" if self.achieved_rate_per_s is None else f"{self.achieved_rate_per_s:.1f}/s"
+        queued = "" if self.queued is None else f"; queued for a slot {self.queued.describe()}"
         return (
-            f"offered {offered}, achieved {achieved}; send lag {self.lag.describe()}; queued for a slot "
-            f"{self.queued.describe()}; {self.warm_connections} warm connections, {self.connections_opened} opened "
-            "during the run"
+            f"offered {offered}, achieved {achieved}; send lag {self.lag.describe()}{queued}; "
+            f"{self.warm_connections} warm connections, {self.connections_opened} opened during the run"
         )
 
 
@@ -154,7 +156,7 @@ def summarize_dispatch(
         offered_rate_per_s=rate,
         achieved_rate_per_s=(len(sent) - 1) / span if span > 0 else None,
         lag=Spread.of(lags),
-        queued=Spread.of(queued),
+        queued=None if rate is None else Spread.of(queued),
         n_sent=len(sent),
         due_s=tuple(dispatch.due_s),
         sent_s=tuple(dispatch.sent_s),

@@ -28,6 +28,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 ERROR_BODY_BYTES = 480
@@ -142,8 +143,7 @@ class Connection(asyncio.Protocol):
         return not self.closed and self._state == "idle" and self.transport is not None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
 
     def send(self, request: bytes, exchange: Exchange) -> float:
         """Write the request and return the time just before the write; the response goes to `exchange`."""
@@ -171,7 +171,8 @@ class Connection(asyncio.Protocol):
         now = time.perf_counter()
         self._last_s = now
         if self._exchange is None:
-            self._close()  # bytes nobody asked for: the connection is out of step
+            if data:
+                self._close()  # bytes nobody asked for: the connection is out of step
             return
         self._buffer += data
         try:
