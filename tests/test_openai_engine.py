@@ -441,6 +441,17 @@ def test_a_run_where_every_request_fails_raises_with_the_reason(serve: Callable[
     assert FAULTS[fault] in message
 
 
+def test_a_server_gone_after_load_fails_every_request_unsent(serve: Callable[..., FakeServer]) -> None:
+    server = serve()
+    engine = _engine({"spec": server.url}, concurrency=2, connect_timeout_s=1)
+    server.shutdown()
+    server.server_close()
+    with pytest.raises(MeasurementError, match=r"failed: 2× cannot connect to the server: ConnectionRefusedError"):
+        engine.run(_prompts(2), "spec", repetition=0)
+    client = engine.served_runs[-1].client
+    assert client.n_sent == 0 and client.warm_connections == 0 and client.sent_s == (None, None)
+
+
 def test_unreachable_endpoint_fails_at_load() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

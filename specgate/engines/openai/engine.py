@@ -289,7 +289,7 @@ class OpenAIEngine:
             await pool.warm(min(s.concurrency, len(prompts)), encode_request("GET", origin, "/v1/models", headers))
             loop = asyncio.get_running_loop()
 
-            async def send(index: int) -> float:
+            async def send(index: int) -> float | None:
                 return await self._send(pool, requests[index], streams[index], s, loop)
 
             started = time.perf_counter()
@@ -362,9 +362,9 @@ class OpenAIEngine:
 
     async def _send(
         self, pool: Pool, request: bytes, stream: ResponseStream, s: ServedSettings, loop: asyncio.AbstractEventLoop
-    ) -> float:
-        """One streaming request on a pooled connection; returns when its bytes left. Every failure ends up in
-        `stream.error`, with the key redacted."""
+    ) -> float | None:
+        """One streaming request on a pooled connection; returns when its bytes left (None: they never did, e.g.
+        no connection). Every failure ends up in `stream.error`, with the key redacted."""
         connection: Connection | None = None
         try:
             connection = await pool.acquire()
@@ -386,7 +386,7 @@ class OpenAIEngine:
             stream.done_s = stream.done_s or time.perf_counter()
             if stream.error is not None:
                 stream.error = self.redact(stream.error)
-        return stream.submit_s or stream.done_s
+        return stream.submit_s or None
 
     def _headers(self) -> dict[str, str]:
         headers = {"User-Agent": "specgate", "Accept": "text/event-stream", "Content-Type": "application/json"}

@@ -97,14 +97,14 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
 
 async def run_schedule(
     count: int,
-    send: Callable[[int], Awaitable[float]],
+    send: Callable[[int], Awaitable[float | None]],
     offsets: Sequence[float],
     *,
     concurrency: int,
     duration_s: float,
 ) -> Dispatch:
-    """Send request i (`send(i)`, which returns the time its bytes left) when due and a slot is free; stop
-    everything at `duration_s`. The schedule starts now.
+    """Send request i (`send(i)`, which returns the time its bytes left, or None when they never did) when due
+    and a slot is free; stop everything at `duration_s`. The schedule starts now.
 
     Each outcome is None when `send` finished, or why it did not: never sent, or cancelled in flight, at the time
     bound, or the exception `send` raised. Nothing is retried."""

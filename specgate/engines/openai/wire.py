@@ -253,7 +253,10 @@ class Connection(asyncio.Protocol):
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = "chunk-size"
         elif "content-length" in headers:
-            self._remaining = int(headers["content-length"])
+            length = headers["content-length"]
+            if not length.isdigit():
+                raise WireError("protocol", f"bad Content-Length {length[:40]!r}")
+            self._remaining = int(length)
             self._state = "length" if self._remaining else "idle"
             if not self._remaining:
                 self._finish(time.perf_counter())
