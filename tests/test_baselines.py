@@ -163,6 +163,7 @@ def test_a_baseline_of_another_engine_is_no_reference_for_outputs_or_latency(
         message = checks[name]["message"]
         assert "outputs and acceptance not comparable — the baseline was recorded with vllm (float32)" in message
         assert "this run uses fake (tests only) (float32)" in message
+        assert "--pair=fake-pair --engine=fake --update-baselines" in message  # recorded with this run's engine
 
 
 def test_a_blocked_run_never_becomes_the_baseline(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:

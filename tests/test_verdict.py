@@ -65,6 +65,24 @@ def test_slow_speculation_blocks_with_evidence_and_turn_off_advice(
     assert verdict["recommendations"]
 
 
+def test_acceptance_below_the_floor_with_a_paying_speedup_says_what_rolling_back_costs(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    """A long draft can fall under the α floor while speculation still pays: the advice keeps the rollback rule but
+    never claims that speculation does not pay."""
+    gate_project(behaviour="acceptance=0.55, draft_cost=0.0")
+    result = pytester.runpytest(*SLA_SUITES)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED fake-pair/docs/acceptance_rate: acceptance rate α 0.* < floor 0.50*",
+            "*RECOMMENDATION: turn speculation off for pair 'fake-pair' on hardware 'cpu' (α 0.* < 0.50, the "
+            "rollback floor), although it still pays here (S *× ≥ 1.15×): *a shorter draft (num_tokens)*",
+        ]
+    )
+    assert "speculation does not pay here" not in result.stdout.str()
+
+
 def test_wrong_token_in_speculative_path_is_caught_at_its_position(
     pytester: pytest.Pytester, gate_project: Callable[..., Path]
 ) -> None:

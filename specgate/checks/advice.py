@@ -3,9 +3,10 @@ numbers and the command that helps (the rollback advice of the SLA checks comes 
 
 Kinds: a latency regression (which arm and metric, how much beyond the tolerance, against what; how to reproduce
 it offline), an undecided comparison (what would decide it), latency not comparable with a stored baseline (another
-machine), an acceptance drop, output drift (first divergence; numerics or a bug), a task-accuracy drop, an SLA
-breach (which SLA, by how much, the profile's rollback rule), a missing or unusable baseline, and errors of the
-infrastructure (the cause; nothing was measured, so nothing passed).
+machine), outputs and acceptance not comparable with it (another engine or dtype), an acceptance drop, output drift
+(first divergence; numerics or a bug), a task-accuracy drop, an SLA breach (which SLA, by how much, the profile's
+rollback rule), a missing or unusable baseline, and errors of the infrastructure (the cause; nothing was measured,
+so nothing passed).
 """
 
 from __future__ import annotations
@@ -23,16 +24,18 @@ def _kind(check: Check) -> str:
         return "infrastructure"
     if check.category == SLA:
         return "sla"
+    if outcome == "NOT COMPARABLE":
+        return "not comparable" if check.details.get("what", "latency") == "latency" else "other engine"
+    if outcome == "UNKNOWN":
+        return "undecided"
+    if check.category == REGRESSION and check.message.startswith("BLOCK: no baseline"):
+        return "baseline"
     if check.category == DRIFT or metric == OUTPUT_DRIFT:
         return "outputs"
     if metric == TASK_ACCURACY:
         return "accuracy"
     if metric == ACCEPTANCE:
         return "acceptance"
-    if outcome == "NOT COMPARABLE":
-        return "not comparable"
-    if outcome == "UNKNOWN":
-        return "undecided"
     if outcome == "BLOCK":
         return "latency"
     return "baseline" if check.category == REGRESSION else "other"
@@ -69,10 +72,23 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
     if kind == "latency":
         return _latency(checks, hardware)
     if kind == "undecided":
+        beside = all(c.name.startswith("reference:") for c in checks)
+        more = (
+            "raise gate.max_repetitions or run on a quieter machine"
+            if beside
+            else "raise gate.max_repetitions, run on a quieter machine, or gate beside the released configuration "
+            "(--reference=PAIR)"
+        )
         return (
-            f"undecided latency on {_where(first)} ({names}): the spread of this machine hides a "
-            f"{(first.limit or 0):.0%} change — the check says what would decide it; raise gate.max_repetitions, "
-            "run on a quieter machine, or gate beside the released configuration (--reference=PAIR)"
+            f"undecided on {_where(first)} ({names}): the spread of these measurements hides a "
+            f"{(first.limit or 0):.0%} change — each check says what would decide it; {more}"
+        )
+    if kind == "other engine":
+        return (
+            f"no baseline of this engine and dtype for {_where(first)} ({names}): outputs and acceptance are compared "
+            "only with runs of the same engine; record one with it (pytest suites/ --hardware="
+            f"{hardware} --pair={first.pair} --engine=… --update-baselines) or gate beside a reference measured "
+            "in the same run (pairs.<pair>.reference or --reference=PAIR)"
         )
     if kind == "not comparable":
         return (

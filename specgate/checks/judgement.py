@@ -183,9 +183,11 @@ def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy, 
     plan = subject.plan
     optional = policy.latency_baseline == "optional"
     times = f", {policy.min_history_runs} times" if what == "latency" else ""
+    mine = subject.record.fingerprint
+    engine = f" --engine={mine.engine.split()[0]}" if what != "latency" and mine is not None and mine.engine else ""
     fix = (
-        f"record one here (pytest suites/ --hardware={subject.record.hardware} --pair={plan.pair} --update-baselines"
-        f"{times}) or gate against a reference measured beside it "
+        f"record one here (pytest suites/ --hardware={subject.record.hardware} --pair={plan.pair}{engine} "
+        f"--update-baselines{times}) or gate against a reference measured beside it "
         f"(pairs.{plan.pair}.reference in specgate.yaml, or --reference=PAIR)"
     )
     head = "not gated (latency_baseline: optional)" if optional else "BLOCK"
@@ -199,7 +201,7 @@ def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy, 
         optional,
         message,
         arm=arm,
-        details={"outcome": "NOT COMPARABLE"},
+        details={"outcome": "NOT COMPARABLE", "what": what},
     )
 
 

@@ -169,7 +169,14 @@ def _recommend(
     rate = None if summary is None or summary.acceptance is None else summary.acceptance.rate
     if rate is not None and rate < sla.min_acceptance_rate:
         reasons.append(f"α {rate:.2f} < {sla.min_acceptance_rate:.2f}")
-    if reasons:
+    if reasons and speedup is not None and speedup.value >= sla.min_speedup:
+        # only the α floor: the rollback rule holds, and the speedup says what is at stake
+        advice.append(
+            f"turn speculation off for pair {pair!r} on hardware {hardware!r} ({reasons[0]}, the rollback floor), "
+            f"although it still pays here (S {speedup.value:.2f}× ≥ {sla.min_speedup:.2f}×): the draft proposes "
+            "more tokens than the target accepts — a shorter draft (num_tokens) may keep α above the floor"
+        )
+    elif reasons:
         advice.append(
             f"turn speculation off for pair {pair!r} on hardware {hardware!r} ({', '.join(reasons)}): "
             "speculation does not pay here; serve with plain decoding"
