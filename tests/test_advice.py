@@ -3,7 +3,7 @@ advice reads the check's outcome, not how it was measured)."""
 
 from __future__ import annotations
 
-from specgate.checks import REGRESSION, Check
+from specgate.checks import NO_BASELINE, REGRESSION, Check
 from specgate.checks.advice import advise
 
 
@@ -52,8 +52,6 @@ def test_a_missing_baseline_says_record_one_not_that_acceptance_dropped() -> Non
     message = (
         "BLOCK: no baseline for cpu/p/w (baselines/cpu/p/w.json) — run the reference build with --update-baselines"
     )
-    checks = [
-        Check(f"regression:{m}", "p", "w", REGRESSION, False, message) for m in ("acceptance_rate", "output_drift")
-    ]
+    checks = [_blocked(f"regression:{m}", NO_BASELINE, message) for m in ("acceptance_rate", "output_drift")]
     (advice,) = advise(checks, [], "cpu")
     assert advice.startswith("baseline problem on p/w: BLOCK: no baseline")

@@ -31,6 +31,15 @@ def test_missing_baseline_blocks_with_the_fix(pytester: pytest.Pytester, gate_pr
     result.stdout.fnmatch_lines(
         ["*BLOCK: no baseline for cpu/fake-pair/docs (*docs.json) — run the reference build with --update-baselines*"]
     )
+    _assert_only_baseline_advice(result.stdout.str())
+
+
+def _assert_only_baseline_advice(output: str) -> None:
+    """The outputs and acceptance checks of a run without a usable baseline block for the baseline: the advice says
+    so, never that acceptance dropped or outputs changed."""
+    advice = [line for line in output.splitlines() if line.startswith("RECOMMENDATION:")]
+    assert any(line.startswith("RECOMMENDATION: baseline problem on fake-pair/docs: BLOCK: ") for line in advice)
+    assert not any("acceptance dropped" in line or "outputs changed" in line for line in advice), advice
 
 
 def _record(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, seeds: range) -> None:
@@ -192,6 +201,7 @@ def test_corrupt_baseline_is_a_clear_error_and_is_kept_even_by_an_update(
     result = pytester.runpytest("suites", "-k", "regression")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*docs.json: corrupt baseline (not valid JSON*"])
+    _assert_only_baseline_advice(result.stdout.str())
     pytester.runpytest("suites", "--update-baselines")
     assert path.read_text() == '{"schema_version": 2, "runs": ['
 

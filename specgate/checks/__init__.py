@@ -23,6 +23,10 @@ REGRESSION = "regression"
 DRIFT = "drift"
 INFRASTRUCTURE = "infrastructure"
 CATEGORIES = (SLA, REGRESSION, DRIFT, INFRASTRUCTURE)
+# `details["outcome"]` of a regression check that has nothing to compare with: the stored baseline is missing, or
+# its file cannot be used (corrupt, another schema or pair)
+NO_BASELINE = "NO BASELINE"
+UNUSABLE_BASELINE = "UNUSABLE BASELINE"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check
+from specgate.checks import DRIFT, INFRASTRUCTURE, NO_BASELINE, REGRESSION, SLA, UNUSABLE_BASELINE, Check
 from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
 
 
@@ -28,7 +28,7 @@ def _kind(check: Check) -> str:
         return "not comparable" if check.details.get("what", "latency") == "latency" else "other engine"
     if outcome == "UNKNOWN":
         return "undecided"
-    if check.category == REGRESSION and check.message.startswith("BLOCK: no baseline"):
+    if outcome in (NO_BASELINE, UNUSABLE_BASELINE):
         return "baseline"
     if check.category == DRIFT or metric == OUTPUT_DRIFT:
         return "outputs"

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from specgate.checks import REGRESSION, Check
+from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import (
     Levels,
@@ -183,8 +183,7 @@ def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy, 
     plan = subject.plan
     optional = policy.latency_baseline == "optional"
     times = f", {policy.min_history_runs} times" if what == "latency" else ""
-    mine = subject.record.fingerprint
-    engine = f" --engine={mine.engine.split()[0]}" if what != "latency" and mine is not None and mine.engine else ""
+    engine = f" --engine={subject.record.engine}" if what != "latency" and subject.record.engine else ""
     fix = (
         f"record one here (pytest suites/ --hardware={subject.record.hardware} --pair={plan.pair}{engine} "
         f"--update-baselines{times}) or gate against a reference measured beside it "
@@ -369,7 +368,14 @@ def broken_baseline(subject: Subject, error: Exception) -> Results:
     for key in [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY]:
         arm, _ = split_key(key, plan.released)
         results[f"regression:{key}"] = Check(
-            f"regression:{key}", plan.pair, plan.workload, REGRESSION, False, f"BLOCK: {error}", arm=arm
+            f"regression:{key}",
+            plan.pair,
+            plan.workload,
+            REGRESSION,
+            False,
+            f"BLOCK: {error}",
+            arm=arm,
+            details={"outcome": UNUSABLE_BASELINE},
         )
     return results
 
@@ -394,7 +400,14 @@ def no_baseline(subject: Subject, update: bool, hardware: str) -> Results:
                 "build with --update-baselines"
             )
             results[f"regression:{key}"] = Check(
-                f"regression:{key}", plan.pair, plan.workload, REGRESSION, False, message, arm=arm
+                f"regression:{key}",
+                plan.pair,
+                plan.workload,
+                REGRESSION,
+                False,
+                message,
+                arm=arm,
+                details={"outcome": NO_BASELINE},
             )
     return results
 

@@ -46,6 +46,7 @@ from conftest import needs_module
 from specgate.config import PairConfig, Speculation, load_hardware_profile
 from specgate.engines.base import LoadShape, Prompt, RequestTrace
 from specgate.engines.openai.engine import OpenAIEngine
+from specgate.engines.openai.schedule import Spread
 from specgate.plan import pair_arms
 
 needs_module("httpx", "pip install 'specgate[openai]'")
@@ -113,8 +114,7 @@ def _prompts(n: int, tag: str) -> list[Prompt]:
 
 
 def _spread(values_s: Sequence[float]) -> str:
-    ms = 1000.0 * np.asarray(values_s, dtype=float)
-    return f"P50 {np.percentile(ms, 50):7.3f}  P99 {np.percentile(ms, 99):7.3f}  max {ms.max():7.3f} ms"
+    return Spread.of(values_s).describe()
 
 
 def _host_floor() -> str:
