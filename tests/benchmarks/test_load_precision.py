@@ -13,7 +13,8 @@ Two benchmarks, figures printed (`pytest -s`), nothing timed asserted:
 
 1. precision: 16 one-token chunks, the first after 20 ms, then every 10 ms, at concurrency 1 and 16.
 2. rate: an instant server (all chunks in one write), concurrency 64: sustained requests/s and client CPU per
-   request (process CPU time over the run / requests).
+   request (process CPU time over the run / requests, the worker processes' included), from one process and from
+   two (`workers: 2`, started before the measured run).
 
 With guidellm installed (`SPECGATE_GUIDELLM=/path/to/guidellm`, or on PATH) both run guidellm too, in the same
 session against the same server, and print its figures beside specgate's; without it that part is skipped. The
@@ -100,8 +101,14 @@ def instant() -> Iterator[Served]:
     served.stop()
 
 
-def _engine(url: str, concurrency: int) -> OpenAIEngine:
-    options = {"endpoints": {"spec": url}, "concurrency": concurrency, "metrics_path": None, "max_requests": 100_000}
+def _engine(url: str, concurrency: int, workers: int = 1) -> OpenAIEngine:
+    options = {
+        "endpoints": {"spec": url},
+        "concurrency": concurrency,
+        "workers": workers,
+        "metrics_path": None,
+        "max_requests": 100_000,
+    }
     pair = PairConfig("bench", "bench-model", Speculation("prompt_lookup", 4, options=options))
     hardware = load_hardware_profile("cpu", REPO / "hardware")
     engine = OpenAIEngine(REPO)
@@ -243,14 +250,31 @@ def test_timing_error_against_the_servers_own_log(paced: Served, concurrency: in
     print(f"  mean-ITL error    {_spread(theirs['mean_itl'])}")
 
 
-def _specgate_rate(served: Served, count: int, tag: str) -> tuple[float, float, int]:
-    engine = _engine(served.url, 64)
-    cpu = time.process_time()
-    run = engine.run(_prompts(count, tag), "spec", repetition=0, load=LoadShape(64))
-    cpu_s = time.process_time() - cpu
+def _cpu_s(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of running processes, from /proc/<pid>/stat."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def _specgate_rate(served: Served, count: int, tag: str, workers: int) -> tuple[float, float, int]:
+    engine = _engine(served.url, 64, workers)
+    try:
+        if workers > 1:  # start the worker processes (once per engine, outside every measured window)
+            engine.run(_prompts(64, f"{tag}-start"), "spec", repetition=-1, load=LoadShape(64))
+            served.log()
+        pids = [] if engine._workers is None else [p.pid for p in engine._workers._processes]
+        cpu, children = time.process_time(), _cpu_s(pids)
+        run = engine.run(_prompts(count, tag), "spec", repetition=0, load=LoadShape(64))
+        cpu_s = time.process_time() - cpu + _cpu_s(pids) - children
+    finally:
+        engine.close()
     assert all(t.ok for t in run.traces), {t.error for t in run.traces}
     client = engine.served_runs[-1].client
-    assert client.n_sent == count and client.achieved_rate_per_s is not None
+    assert client.n_sent == count and client.achieved_rate_per_s is not None and client.processes == workers
     return count / run.wall_s, cpu_s / count, client.connections_opened
 
 
@@ -259,13 +283,14 @@ def test_maximum_request_rate_at_concurrency_64(instant: Served, tmp_path: Path)
     print(f"\n{_host_floor()}")
     print(f"instant server, concurrency 64, {RATE_REQUESTS} requests of {TOKENS} chunks per run:")
     for index in range(rounds):
-        instant.log()
-        rate, cpu_per_request_s, opened = _specgate_rate(instant, RATE_REQUESTS, f"rate{index}")
-        assert len(instant.log()) == RATE_REQUESTS
-        print(
-            f"  specgate  {rate:7.1f} req/s, client CPU {1000 * cpu_per_request_s:.3f} ms/request "
-            f"(1 process, {opened} connections opened beyond the 64 warm ones)"
-        )
+        for workers in (1, 2):
+            instant.log()
+            rate, cpu_per_request_s, opened = _specgate_rate(instant, RATE_REQUESTS, f"rate{index}w{workers}", workers)
+            assert len(instant.log()) == RATE_REQUESTS
+            print(
+                f"  specgate  {rate:7.1f} req/s, client CPU {1000 * cpu_per_request_s:.3f} ms/request "
+                f"({workers} process{'es' if workers > 1 else ''}, {opened} connections opened beyond the 64 warm ones)"
+            )
         if _guidellm() is None:
             print("  guidellm: not installed (SPECGATE_GUIDELLM=/path/to/guidellm to compare)")
             continue

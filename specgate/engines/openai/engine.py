@@ -33,10 +33,10 @@ counters become `ArmRun.counters`; without them the counters are None and the ru
 server". `served_runs` keeps one `ServedRun` per call of `run`: goodput, errors by reason, the server's own latency
 means, the note, the client's own timing.
 
-One event loop sends everything: at well under a millisecond of CPU per streamed request it sustains several
-hundred requests per second on one core (tests/benchmarks/test_load_precision.py prints the figures), so the
-client needs no worker processes, whose start-up and clock hand-over would cost more than they give on the few
-cores a gate host shares with the server it measures.
+One event loop sends a run by default (`workers: 1`): at well under a millisecond of CPU per streamed request it
+sustains several hundred requests per second on one core (tests/benchmarks/test_load_precision.py prints the
+figures). Past that, `workers: N` (or `auto`) splits the run among worker processes started once, outside every
+measured window, that start together on one clock (`specgate.engines.openai.workers`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import time
 from collections import Counter
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -55,6 +54,7 @@ from typing import Any, TypeVar
 
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, arrival_offsets
+from specgate.engines.openai.client import Share, merge_results, run_share, split_share
 from specgate.engines.openai.load import ServedSettings, parse_settings
 from specgate.engines.openai.metrics import (
     NOT_EXPOSED,
@@ -65,9 +65,10 @@ from specgate.engines.openai.metrics import (
     read_metrics,
     server_delta,
 )
-from specgate.engines.openai.schedule import ClientTiming, run_schedule, summarize_dispatch
-from specgate.engines.openai.sse import ResponseStream, StreamError, describe_http_error
-from specgate.engines.openai.wire import Connection, Exchange, Origin, Pool, WireError, encode_request
+from specgate.engines.openai.schedule import ClientTiming, summarize_dispatch
+from specgate.engines.openai.sse import ResponseStream
+from specgate.engines.openai.wire import Origin, encode_request
+from specgate.engines.openai.workers import Workers
 from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
 from specgate.plan import Arm
 
@@ -142,6 +143,7 @@ class OpenAIEngine:
         self._server_versions: dict[str, str] = {}
         self.served_runs: list[ServedRun] = []
         self.notes: list[str] = []
+        self._workers: Workers | None = None
 
     def __repr__(self) -> str:
         if not self._arms:
@@ -280,25 +282,32 @@ class OpenAIEngine:
         if load is not None:  # the workload's load shape overrides the pair's options
             s = dataclasses.replace(s, concurrency=load.concurrency, request_rate=load.request_rate)
         origin, headers = Origin.of(root), self._headers()
-        streams = [ResponseStream(p) for p in prompts]
-        requests = [self._request(origin, s, p, headers) for p in prompts]  # built before the clock starts
-        offsets = arrival_offsets(len(prompts), s.request_rate, s.seed, repetition)
-        pool = Pool(origin, connect_timeout_s=s.connect_timeout_s, read_timeout_s=s.timeout_s)
+        share = Share(  # every request body encoded before the clock starts
+            root=root,
+            indices=tuple(range(len(prompts))),
+            prompts=tuple(prompts),
+            requests=tuple(self._request(origin, s, p, headers) for p in prompts),
+            offsets=arrival_offsets(len(prompts), s.request_rate, s.seed, repetition),
+            slots=s.concurrency,
+            warm_request=encode_request("GET", origin, "/v1/models", headers),
+            timeout_s=s.timeout_s,
+            connect_timeout_s=s.connect_timeout_s,
+            duration_s=s.duration_s,
+        )
+        shares = split_share(share, s.workers) if s.workers > 1 else [share]
         async with httpx.AsyncClient(**self._client_args(s)) as client:
             before, note = await self._scrape(client, root, s)
-            await pool.warm(min(s.concurrency, len(prompts)), encode_request("GET", origin, "/v1/models", headers))
-            loop = asyncio.get_running_loop()
-
-            async def send(index: int) -> float | None:
-                return await self._send(pool, requests[index], streams[index], s, loop)
-
-            started = time.perf_counter()
-            dispatch = await run_schedule(
-                len(prompts), send, offsets, concurrency=s.concurrency, duration_s=s.duration_s
-            )
-            wall_s = time.perf_counter() - started
-            pool.close()
+            if len(shares) == 1:
+                results = [await run_share(share)]
+            else:
+                pool = self._worker_pool(len(shares))
+                results = await asyncio.get_running_loop().run_in_executor(None, pool.run, shares)
+            wall_s = max(r.end_s for r in results) - min(r.start_s for r in results)
             after, after_note = await self._scrape(client, root, s) if before is not None else (None, None)
+        streams, dispatch = merge_results(len(prompts), results)
+        for stream in streams:
+            if stream.error is not None:
+                stream.error = self.redact(stream.error)
         traces = tuple(
             stream.trace(arm, repetition, error=outcome)
             for stream, outcome in zip(streams, dispatch.outcomes, strict=True)
@@ -308,9 +317,22 @@ class OpenAIEngine:
             note = f"{arm}: {NOT_EXPOSED} ({root}{s.metrics_path})"
         run = ArmRun(arm, traces, wall_s, counters=None if server is None else server.counters)
         client_timing = summarize_dispatch(
-            dispatch, s.request_rate, warm_connections=pool.warmed, connections_opened=pool.opened
+            dispatch,
+            s.request_rate,
+            warm_connections=sum(r.warmed for r in results),
+            connections_opened=sum(r.opened for r in results),
+            processes=len(results),
         )
         return run, self._record(run, repetition, root, server, note or after_note, streams, s, client_timing)
+
+    def _worker_pool(self, count: int) -> Workers:
+        """The load worker processes, started once (outside any measured window) and reused."""
+        if self._workers is not None and (self._workers.broken or self._workers.count < count):
+            self._workers.close()
+            self._workers = None
+        if self._workers is None:
+            self._workers = Workers(count)
+        return self._workers
 
     def _record(
         self,
@@ -360,34 +382,6 @@ class OpenAIEngine:
         except (ValueError, ImportError) as exc:
             return None, f"{root}{path}: {NOT_EXPOSED} (unreadable: {type(exc).__name__}: {exc})"
 
-    async def _send(
-        self, pool: Pool, request: bytes, stream: ResponseStream, s: ServedSettings, loop: asyncio.AbstractEventLoop
-    ) -> float | None:
-        """One streaming request on a pooled connection; returns when its bytes left (None: they never did, e.g.
-        no connection). Every failure ends up in `stream.error`, with the key redacted."""
-        connection: Connection | None = None
-        try:
-            connection = await pool.acquire()
-            exchange = Exchange(stream.receive, loop)
-            stream.submit_s = connection.send(request, exchange)
-            stream.done_s = await exchange.done
-            if exchange.status != 200:
-                raise StreamError(
-                    describe_http_error(exchange.status, exchange.reason_phrase, bytes(exchange.error_body))
-                )
-            stream.end()
-        except StreamError as exc:
-            stream.error = str(exc)
-        except WireError as exc:
-            stream.error = stream.describe_wire_error(exc, s.timeout_s, s.connect_timeout_s)
-        finally:
-            if connection is not None:
-                pool.release(connection)
-            stream.done_s = stream.done_s or time.perf_counter()
-            if stream.error is not None:
-                stream.error = self.redact(stream.error)
-        return stream.submit_s or None
-
     def _headers(self) -> dict[str, str]:
         headers = {"User-Agent": "specgate", "Accept": "text/event-stream", "Content-Type": "application/json"}
         if self._key is not None:
@@ -432,4 +426,8 @@ class OpenAIEngine:
         return found
 
     def close(self) -> None:
-        """Nothing stays open between runs: each run opens and closes its own connections and event loop."""
+        """Stop the load worker processes; nothing else stays open between runs (each run opens and closes its own
+        connections and event loop)."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None

@@ -9,6 +9,8 @@ Settings (`speculation.options` of a pair run with the openai engine; only `endp
     api:                chat          # chat (/v1/chat/completions, messages) or completions (/v1/completions)
     api_key_env:        null          # name of the environment variable holding the API key (sent as a Bearer token)
     concurrency:        1             # requests in flight at most
+    workers:            1             # processes sending the load (each its own event loop and share of the
+                        # slots); `auto`: one per 32 slots, at most one per core (specgate.engines.openai.workers)
     request_rate:       null          # requests per second, Poisson arrivals (seeded); null: all at once
     seed:               0             # seed of the arrival times (the same for every arm of a repetition)
     timeout_s:          60            # read timeout: longest silence of the server within a response
@@ -48,6 +50,7 @@ OPTION_KEYS = (
     "api",
     "api_key_env",
     "concurrency",
+    "workers",
     "request_rate",
     "seed",
     "timeout_s",
@@ -71,6 +74,7 @@ class ServedSettings:
     api: str = "chat"
     api_key_env: str | None = None
     concurrency: int = 1
+    workers: int = 1
     request_rate: float | None = None
     seed: int = 0
     timeout_s: float = 60.0
@@ -194,6 +198,21 @@ def _goodput_slo(options: _Options, sla: SlaLimits) -> GoodputSlo:
     )
 
 
+def _workers(options: _Options, concurrency: int) -> int:
+    if options.raw.get("workers") == "auto":
+        from specgate.engines.openai.workers import auto_workers
+
+        return auto_workers(concurrency)
+    if isinstance(options.raw.get("workers"), str):
+        raise options.fail("workers", f"expected a whole number ≥ 1 or 'auto', got {options.raw['workers']!r}")
+    workers: int = options.number("workers", 1, integer=True)
+    if workers > concurrency:
+        raise options.fail(
+            "workers", f"{workers} processes for concurrency {concurrency}: each needs a slot; give ≤ {concurrency}"
+        )
+    return workers
+
+
 def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimits) -> ServedSettings:
     """Validate a pair's `speculation.options` (`raw`) for the openai engine; a `ConfigError` names the pair and key.
     `target` is the pair's target, the default served model name; `sla` gives the default goodput SLOs."""
@@ -208,6 +227,7 @@ def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimit
         raise options.fail(
             "api", f"{api!r} is not allowed.{did_you_mean(str(api), list(APIS))} Allowed: chat, completions"
         )
+    concurrency = options.number("concurrency", 1, integer=True)
     metrics_path = options.raw.get("metrics_path", "/metrics")
     if metrics_path is not None and (not isinstance(metrics_path, str) or not metrics_path.startswith("/")):
         raise options.fail("metrics_path", f"expected a path starting with '/' or null, got {metrics_path!r}")
@@ -216,7 +236,8 @@ def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimit
         model=options.text("model", target) or target,
         api=str(api),
         api_key_env=options.text("api_key_env", None),
-        concurrency=options.number("concurrency", 1, integer=True),
+        concurrency=concurrency,
+        workers=_workers(options, concurrency),
         request_rate=options.number("request_rate", None),
         seed=options.number("seed", 0, integer=True, positive=False),
         timeout_s=options.number("timeout_s", 60.0),

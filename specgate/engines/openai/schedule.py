@@ -53,7 +53,7 @@ class ClientTiming:
     without a rate: every request is then due at the start, and waiting for a slot is the concurrency at work.
     `due_s`, `sent_s` are per request, in prompt order (`sent_s` is None for a request never sent).
     `warm_connections` were opened before the clock started; `connections_opened` during the run (a server
-    closed an idle one)."""
+    closed an idle one); `processes` sent the run (`workers`), each with its own event loop."""
 
     offered_rate_per_s: float | None
     achieved_rate_per_s: float | None
@@ -64,13 +64,15 @@ class ClientTiming:
     sent_s: tuple[float | None, ...]
     warm_connections: int
     connections_opened: int
+    processes: int = 1
 
     def describe(self) -> str:
         offered = "as fast as slots free" if self.offered_rate_per_s is None else f"{self.offered_rate_per_s:g}/s"
         achieved = "n/a" if self.achieved_rate_per_s is None else f"{self.achieved_rate_per_s:.1f}/s"
         queued = "" if self.queued is None else f"; queued for a slot {self.queued.describe()}"
+        processes = f", from {self.processes} processes" if self.processes > 1 else ""
         return (
-            f"offered {offered}, achieved {achieved}; send lag {self.lag.describe()}{queued}; "
+            f"offered {offered}, achieved {achieved}{processes}; send lag {self.lag.describe()}{queued}; "
             f"{self.warm_connections} warm connections, {self.connections_opened} opened during the run"
         )
 
@@ -102,17 +104,21 @@ async def run_schedule(
     *,
     concurrency: int,
     duration_s: float,
+    start_s: float | None = None,
 ) -> Dispatch:
     """Send request i (`send(i)`, which returns the time its bytes left, or None when they never did) when due
-    and a slot is free; stop everything at `duration_s`. The schedule starts now.
+    and a slot is free; stop everything at `duration_s`. The schedule starts at `start_s` (a `time.perf_counter()`
+    instant; default now): several processes given one instant start together.
 
     Each outcome is None when `send` finished, or why it did not: never sent, or cancelled in flight, at the time
     bound, or the exception `send` raised. Nothing is retried."""
     loop = asyncio.get_running_loop()
-    start = time.perf_counter()
+    clock_to_loop = loop.time() - time.perf_counter()
+    if start_s is not None and start_s > time.perf_counter():
+        await _sleep_until(loop, start_s + clock_to_loop)
+    start = time.perf_counter() if start_s is None else start_s
     dispatch = Dispatch([start + o for o in offsets], [None] * count, [None] * count, [False] * count, [None] * count)
     taken = iter(sorted(range(count), key=lambda i: offsets[i]))
-    clock_to_loop = loop.time() - time.perf_counter()
 
     async def worker() -> None:
         for index in taken:
@@ -141,7 +147,7 @@ async def run_schedule(
 
 
 def summarize_dispatch(
-    dispatch: Dispatch, rate: float | None, *, warm_connections: int, connections_opened: int
+    dispatch: Dispatch, rate: float | None, *, warm_connections: int, connections_opened: int, processes: int = 1
 ) -> ClientTiming:
     """The run's `ClientTiming`: offered and achieved rate, lag and queueing (see the module docstring)."""
     lags, queued, sent = [], [], []
@@ -162,4 +168,5 @@ def summarize_dispatch(
         sent_s=tuple(dispatch.sent_s),
         warm_connections=warm_connections,
         connections_opened=connections_opened,
+        processes=processes,
     )
