@@ -2,6 +2,7 @@
 
 specgate report     rebuild the reports from verdict.json; Allure HTML from Allure results
 specgate baseline   list, show and diff stored baselines (the same comparisons as the gate)
+specgate comment    post or update the verdict note on the merge request (GitLab) or pull request (GitHub)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from specgate import __version__
-from specgate.cli import baseline, report
+from specgate.cli import baseline, comment, report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     report.add_parser(subparsers)
     baseline.add_parser(subparsers)
+    comment.add_parser(subparsers)
     return parser
 
 
