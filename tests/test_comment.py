@@ -277,3 +277,15 @@ def test_dry_run_prints_the_note_and_sends_nothing(
     assert main(["comment", "--verdict", str(blocked_verdict), "--platform", "gitlab", "--dry-run", link]) == 0
     out = capsys.readouterr().out
     assert out.startswith(MARKER) and "[dashboard](https://grafana.example.com/d/specgate)" in out
+
+
+def test_verdict_command_exits_by_the_saved_verdict(
+    blocked_verdict: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verdict", "--verdict", str(blocked_verdict)]) == 1
+    assert "VERDICT: BLOCK" in capsys.readouterr().out
+    passed = tmp_path / "verdict.json"
+    passed.write_text(blocked_verdict.read_text().replace('"verdict": "BLOCK"', '"verdict": "PASS"', 1))
+    assert main(["verdict", "--verdict", str(passed)]) == 0
+    assert main(["verdict", "--verdict", str(tmp_path / "missing.json")]) == 2
+    assert "the release is blocked" in capsys.readouterr().err
