@@ -223,8 +223,9 @@ def test_github_workflow_passes_actionlint(tmp_path: Path) -> None:
 
 
 # A short workload the model answers by copying (prompt lookup pays on it, as on the shipped document workloads,
-# at a fraction of their length); the SLA's latency limits are loose for a shared 2-core machine under load, the
-# speculation limits (S >= 1.15, acceptance >= 0.5) are the profile's.
+# at a fraction of their length). The pair's SLA suits a shared 2-core machine and 40-token outputs: loose latency
+# limits, and a speedup floor of 0.8 between what prompt lookup reaches here (S 1.1-1.3, its TTFT weighs on so short
+# an output) and the 4-layer draft (S ≈ 0.4, α ≈ 0.01, which also misses the profile's acceptance floor of 0.5).
 COPY_DOCUMENTS = (
     "Notice of maintenance. The water utility will repair the main supply line in the Riverside district on "
     "Tuesday from nine to three. Water pressure may be low during this time. Residents should store drinking "
@@ -245,7 +246,7 @@ pairs:
     speculation: {method: prompt_lookup, num_tokens: 3, max_ngram: 3}
     dtype: float32
     default: true
-    sla: {p99_ttft_ms: 20000, min_decode_tokens_per_s: 1}
+    sla: {p99_ttft_ms: 20000, min_decode_tokens_per_s: 1, min_speedup: 0.8}
 workloads:
   copy:
     path: workloads/copy.jsonl

@@ -255,11 +255,11 @@ def comment(args: argparse.Namespace) -> int:
         platform = args.platform or detect_platform(env)
         links = report_links(platform, env, args.reports_path) + [(t, u) for t, u in (args.link or [])]
         body = note_body(verdict, links, BODY_LIMIT[platform])
-        if platform == "github" and append_step_summary(body, env):
-            print("specgate comment: the summary was added to the job summary ($GITHUB_STEP_SUMMARY)")
         if args.dry_run:
             print(body)
             return 0
+        if platform == "github" and append_step_summary(body, env):
+            print("specgate comment: the summary was added to the job summary ($GITHUB_STEP_SUMMARY)")
         target = gitlab_target(args, env) if platform == "gitlab" else github_target(args, env)
         action, note_id = post_note(target, body)
     except (NoteError, SpecgateError, OSError, ValueError) as exc:
