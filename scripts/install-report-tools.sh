@@ -4,6 +4,8 @@
 #   - Debian's chromium (with fonts) for the headless browser test, and Playwright's Python client to drive it
 #     (the client only: the test starts /usr/bin/chromium, so no browser is downloaded).
 # Re-running is cheap: every step is skipped when its tool already answers. Needs root (or sudo) for apt-get.
+# Arguments name the tools to install (allure, chromium, playwright); none: all three (a CI job that only writes
+# the HTML report needs `allure`).
 # Environment: SPECGATE_TOOLS_DIR (default /opt/specgate-tools), PYTHON (default: python, else python3).
 set -euo pipefail
 
@@ -55,6 +57,13 @@ install_playwright() {
     "$PYTHON" -m pip install --quiet "playwright>=1.45"
 }
 
-install_allure
-install_chromium
-install_playwright
+TOOLS=("$@")
+if [ ${#TOOLS[@]} -eq 0 ]; then TOOLS=(allure chromium playwright); fi
+for tool in "${TOOLS[@]}"; do
+    case "$tool" in
+        allure) install_allure ;;
+        chromium) install_chromium ;;
+        playwright) install_playwright ;;
+        *) echo "install-report-tools: unknown tool '$tool' (allowed: allure, chromium, playwright)" >&2; exit 2 ;;
+    esac
+done

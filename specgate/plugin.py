@@ -25,7 +25,7 @@ from specgate.engines.base import Engine
 from specgate.errors import SpecgateError
 from specgate.evaluation import Evaluation
 from specgate.measure.protocol import Measurement
-from specgate.pytest_plugins.items import item_target
+from specgate.pytest_plugins.items import ITEM_CHECK, item_target
 from specgate.pytest_plugins.reports import register_reports
 from specgate.run import GateOptions, GateRun
 
@@ -383,6 +383,7 @@ def gate_check(
             check = gate_run.compute(spec(str(marker.args[0])), target)
         else:
             gate_run.record_check(check)
+        request.node.stash[ITEM_CHECK] = check
         if not check.passed:
             pytest.fail(check.message, pytrace=False)
         return check

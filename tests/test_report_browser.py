@@ -141,3 +141,48 @@ def test_generated_report_shows_the_checks_and_a_plot(
         finally:
             browser.close()
     assert SCREENSHOT.stat().st_size > 10_000
+
+
+def _gate_results(pytester: pytest.Pytester, folder: str, seed: int) -> Path:
+    os.environ["FAKE_SEED"] = str(seed)  # another pipeline of the same build: other timing noise
+    try:
+        run = pytester.runpytest("suites/test_sla.py", "-p", "no:cacheprovider", f"--alluredir={folder}")
+    finally:
+        del os.environ["FAKE_SEED"]
+    run.assert_outcomes(passed=4, failed=1)
+    return pytester.path / folder
+
+
+def test_history_carried_between_pipelines_draws_the_trend(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], served: Callable[[Path], str]
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    gate_project("slowdown=2.0")
+    carried = pytester.path / "cache" / "allure-history"  # what a CI cache keeps between pipelines
+    reports = []
+    for pipeline in (1, 2):  # each pipeline has its own results and report folders, as a fresh CI job does
+        results = _gate_results(pytester, f"pipeline{pipeline}/allure-results", seed=pipeline)
+        out = pytester.path / f"pipeline{pipeline}" / "allure-report"
+        assert main(["report", "--results", str(results), "--out", str(out), "--allure-history", str(carried)]) == 0
+        reports.append(out)
+    history = json.loads((reports[1] / "history" / "history-trend.json").read_text())
+    assert len(history) == 2 and [entry["data"]["failed"] for entry in history] == [1, 1]
+    assert len(json.loads((carried / "history-trend.json").read_text())) == 2
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.set_default_timeout(20_000)
+            page.goto(served(reports[1]))
+            trend = page.locator("[data-id='history-trend']")
+            trend.get_by_text("Trend", exact=True).wait_for()
+            trend.locator(".report-line").nth(1).wait_for(state="attached")  # drawn in the background colour
+            assert trend.locator(".report-line").count() == 2  # one line per report: this one and the one before
+            environment = page.locator("[data-id='environment']")
+            environment.get_by_text("Show all").click()
+            environment.get_by_text("machine.fake-pair", exact=True).wait_for()
+            body = environment.inner_text()
+            assert "(fingerprint " in body  # the machine its latency belongs to
+        finally:
+            browser.close()

@@ -316,6 +316,7 @@ def test_allure_results_carry_labels_steps_attachments_and_categories(pytester: 
     for line in ("hardware=cpu", "engine.fake-pair=fake", "verdict=BLOCK", f"specgate={__version__}"):
         assert f"\n{line}\n" in f"\n{properties}"
     assert "git.commit=" in properties
+    assert re.search(r"\nmachine\.fake-pair=.*\(fingerprint [0-9a-f]{12}\)\n", properties), properties
     assert _assigned_categories(results_dir, tests) == {
         "test_speedup[fake-pair-docs]": ["SLA breach"],
         "test_greedy_identity[fake-pair-docs]": ["Drift: output differs from the reference"],

@@ -2,6 +2,8 @@
 
 specgate report     rebuild the reports from verdict.json; Allure HTML from Allure results
 specgate baseline   list, show and diff stored baselines (the same comparisons as the gate)
+specgate comment    post or update the verdict note on the merge request (GitLab) or pull request (GitHub)
+specgate verdict    print the saved verdict; exit 0 on PASS, 1 on BLOCK, 2 without one (CI jobs)
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from specgate import __version__
-from specgate.cli import baseline, report
+from specgate.cli import baseline, comment, report, verdict
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     report.add_parser(subparsers)
     baseline.add_parser(subparsers)
+    comment.add_parser(subparsers)
+    verdict.add_parser(subparsers)
     return parser
 
 

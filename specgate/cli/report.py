@@ -33,16 +33,34 @@ def find_allure(explicit: str | None = None) -> str | None:
     return shutil.which("allure")
 
 
-def _keep_history(results: Path, out: Path) -> None:
-    # Allure draws trends from the history of the previous report, copied into the new results
+def _keep_history(results: Path, out: Path, carried: Path | None) -> None:
+    # Allure draws trends from the history of the previous report, copied into the new results: the report being
+    # replaced, or the history a CI job carries from its previous pipeline (its cache), which wins
+    for history in (out / "history", carried):
+        if history is not None and history.is_dir():
+            shutil.copytree(history, results / "history", dirs_exist_ok=True)
+
+
+def _carry_history(out: Path, carried: Path) -> None:
+    """Replace the carried history with the new report's (the next pipeline's trend starts from it)."""
     history = out / "history"
-    if history.is_dir():
-        shutil.copytree(history, results / "history", dirs_exist_ok=True)
+    if not history.is_dir():
+        return
+    staging = carried.with_name(carried.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(history, staging)
+    shutil.rmtree(carried, ignore_errors=True)
+    staging.rename(carried)
 
 
-def generate_report(results: Path, out: Path, allure: str, single_file: bool = False) -> Path:
-    """Run `allure generate`; return the report's index.html. Raises RuntimeError with Allure's output."""
-    _keep_history(results, out)
+def generate_report(
+    results: Path, out: Path, allure: str, single_file: bool = False, history: Path | None = None
+) -> Path:
+    """Run `allure generate`; return the report's index.html. Raises RuntimeError with Allure's output.
+
+    `history`: a folder of Allure history (`history/` of an earlier report) carried between CI pipelines: read
+    into the results before, replaced by the new report's history after."""
+    _keep_history(results, out, history)
     command = [allure, "generate", str(results), "-o", str(out), "--clean"]
     if single_file:
         command.append("--single-file")
@@ -50,6 +68,8 @@ def generate_report(results: Path, out: Path, allure: str, single_file: bool = F
     index = out / "index.html"
     if done.returncode != 0 or not index.is_file():
         raise RuntimeError(f"`{' '.join(command)}` failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+    if history is not None:
+        _carry_history(out, history)
     return index
 
 
@@ -99,7 +119,8 @@ def report(args: argparse.Namespace) -> int:
         print(f"specgate report: Allure's command line was not found; {INSTALL_HINT}", file=sys.stderr)
         return 2
     try:
-        index = generate_report(results, out, allure, args.single_file)
+        history = Path(args.allure_history) if args.allure_history else None
+        index = generate_report(results, out, allure, args.single_file, history)
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         print(f"specgate report: {exc}", file=sys.stderr)
         return 1
@@ -142,6 +163,13 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         metavar="PATH",
         help=f"Allure command line (default: ${ALLURE_VARIABLE}, else `allure` on PATH).",
+    )
+    parser.add_argument(
+        "--allure-history",
+        default=None,
+        metavar="DIR",
+        help="Allure history carried between CI pipelines (e.g. a cached folder, or the history/ of the previous "
+        "report): read into the results for the trend, then replaced by the new report's history.",
     )
     parser.add_argument(
         "--single-file",

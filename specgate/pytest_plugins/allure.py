@@ -8,9 +8,9 @@ Active only when allure-pytest is installed and `--alluredir` is given (see `spe
 - once per pair × workload, attached to the `evaluation` fixture (Allure shows it in the set-up of every check of
   that pair × workload, stored once): the metrics table of all arms (HTML), the plots (PNG) and, when outputs
   differ, the first divergences side by side (HTML);
-- at the end `environment.properties` (hardware, engines, versions, models, git commit) and `categories.json`
-  (SLA breach, regression against baseline, drift, infrastructure error), matched on the failure messages the
-  gate produced in this run and on the known shapes of its messages.
+- at the end `environment.properties` (hardware, engines, machine fingerprint, versions, model hashes, git commit)
+  and `categories.json` (SLA breach, regression against baseline, drift, infrastructure error), matched on the
+  failure messages the gate produced in this run and on the known shapes of its messages.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def _utf16(char: str) -> list[int]:
 
 
 def environment(run: GateRun) -> dict[str, str]:
-    """What the Allure report's Environment widget shows: hardware, engines, versions, models, commit."""
+    """What the Allure report's Environment widget shows: hardware, engines, the machine fingerprint, versions,
+    model hashes, commit."""
     hw = run.hardware
     commit = commit_info(run.project.source.parent)
     values = {
@@ -115,6 +116,8 @@ def environment(run: GateRun) -> dict[str, str]:
     for evaluation in run.evaluations():
         pair = evaluation.where[0]
         values[f"engine.{pair}"] = evaluation.measurement.engine
+        fingerprint = run.fingerprint(evaluation)  # the machine its latency belongs to (baselines match on it)
+        values[f"machine.{pair}"] = f"{fingerprint.describe()} (fingerprint {fingerprint.key})"
         values.update({f"version.{name}": v for name, v in evaluation.measurement.versions.items()})
         for arm, models in evaluation.measurement.models.items():
             values.update({f"model.{pair}.{arm}.{role}": sha for role, sha in models.items()})

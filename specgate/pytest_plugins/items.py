@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from specgate.checks import Check
 from specgate.checks.catalogue import Target
 
 
@@ -18,3 +19,7 @@ def item_target(item: pytest.Item) -> Target | None:
         return None
     param = callspec.params.get("check_param")
     return Target(pair, workload, param if isinstance(param, str) else None)
+
+
+# the check a gate item recorded (set by the `gate_check` fixture), for the reports that name items by their check
+ITEM_CHECK = pytest.StashKey[Check]()

@@ -1,7 +1,8 @@
 """The pytest side of the reports: registered from `specgate.plugin`'s `pytest_configure` for a gate run.
 
 `ReportsTerminal` lists the written reports after the verdict and shows any report that failed; `AllureGate`
-(in `specgate.pytest_plugins.allure`) joins only when allure-pytest is installed and `--alluredir` is given.
+(in `specgate.pytest_plugins.allure`) joins only when allure-pytest is installed and `--alluredir` is given, and
+`JunitNames` (`specgate.pytest_plugins.junit`) when `--junitxml` is.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def register_reports(config: pytest.Config, run: GateRun) -> None:
     alluredir = Path(os.path.abspath(option)) if option else None
     terminal = ReportsTerminal(run, alluredir)
     config.pluginmanager.register(terminal, "specgate-reports")
+    if getattr(config.option, "xmlpath", None):
+        from specgate.pytest_plugins.junit import JunitNames
+
+        config.pluginmanager.register(JunitNames(config, run.hardware.name), "specgate-junit")
     if alluredir is not None and importlib.util.find_spec("allure") is not None:
         from specgate.pytest_plugins.allure import AllureGate
 

@@ -71,8 +71,9 @@ def _all_checks(checks: tuple[Check, ...]) -> list[str]:
     ]
 
 
-def summary_markdown(document: VerdictDocument) -> str:
-    """The whole comment as Markdown."""
+def summary_markdown(document: VerdictDocument, links: Sequence[tuple[str, str]] = (), all_checks: bool = True) -> str:
+    """The whole comment as Markdown; `links` (title, URL) go under the headline (the reports of a CI job), and
+    `all_checks=False` leaves out the collapsed list of every check (for size-limited comments)."""
     verdict = document
     lines = [
         f"## {ICONS.get(verdict.verdict, '')} specgate: **{verdict.verdict}** on `{document.hardware}`",
@@ -81,12 +82,13 @@ def summary_markdown(document: VerdictDocument) -> str:
         f"pairs {', '.join(f'`{p}`' for p in document.pairs)} · workloads "
         f"{', '.join(f'`{w}`' for w in document.workloads)} · commit `{document.commit.id[:12]}` · "
         f"specgate {document.specgate_version}",
+        *(["", " · ".join(f"[{title}]({url})" for title, url in links)] if links else []),
         *(f"> **{notice}**" for notice in document.notices),
         *_failed(verdict.failed),
     ]
     if verdict.errors:
         lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in verdict.errors)])
-    lines.extend([*_metrics(document), *_advice(verdict), *_all_checks(verdict.checks)])
+    lines.extend([*_metrics(document), *_advice(verdict), *(_all_checks(verdict.checks) if all_checks else [])])
     return "\n".join(lines) + "\n"
 
 
