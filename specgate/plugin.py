@@ -272,10 +272,36 @@ def pytest_runtest_makereport(
         elif report.skipped:
             run.errors.append(f"{item.nodeid}: check skipped ({call.excinfo.value}); a skipped check is not a pass")
         elif not call.excinfo.errisinstance(pytest.fail.Exception):
-            run.errors.append(f"{item.nodeid}: {call.excinfo.typename}: {call.excinfo.value}")
+            _report_fault(item, run, report, call.excinfo.value)
     if call.when == "call" or (call.excinfo is not None and call.when == "setup"):
         run.finished_items += 1
     return report
+
+
+def _report_fault(item: pytest.Item, run: GateRun, report: pytest.TestReport, exc: BaseException) -> None:
+    """An error inside a measurement or a check: counted once per cause in the verdict, shown in one or two lines
+    (cause and remedy; the checks it cost after the first in one), its traceback in `errors.log` — and here too
+    with -v or --tb=long."""
+    from specgate.faults import ERRORS_LOG
+
+    target = item_target(item)
+    where = item.nodeid if target is None else f"{target.pair}/{target.workload}"
+    fault, first = run.faults.record(exc, where, item.nodeid)
+    if item.config.get_verbosity() > 0 or item.config.option.tbstyle in ("long", "native"):
+        return
+    log = _shown(run.out_dir / ERRORS_LOG)
+    report.longrepr = (
+        f"specgate: {fault.where}: {fault.cause}\n  {fault.remedy}; traceback in {log} (or run with -v / --tb=long)"
+        if first
+        else f"specgate: {fault.where}: not run, {type(exc).__name__} (the cause shown for {fault.first})"
+    )
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 INFORMATIONAL = ("collectonly", "showfixtures", "show_fixtures_per_test", "markers")

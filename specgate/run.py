@@ -42,6 +42,7 @@ from specgate.config import (
 from specgate.engines.base import Engine, ExplainsDivergences, LoadShape
 from specgate.errors import BaselineError, ConfigError
 from specgate.evaluation import Evaluation, evaluate
+from specgate.faults import FaultLog
 from specgate.hardware.fingerprint import Fingerprint, run_fingerprint
 from specgate.measure.monitor import ArmMonitor
 from specgate.measure.protocol import Measurement, StopRule, measure_plan
@@ -100,6 +101,7 @@ class GateRun:
     interrupted: bool = False
     written_baselines: list[Path] = field(default_factory=list)
     document: VerdictDocument | None = None
+    faults: FaultLog = field(default_factory=FaultLog)
     _engines: dict[str, Engine | BaseException] = field(default_factory=dict)
     _evaluations: dict[tuple[str, str], Evaluation | BaseException] = field(default_factory=dict)
     _regressions: dict[tuple[str, str, str], Check | Exception] | None = None
@@ -203,7 +205,7 @@ class GateRun:
             try:
                 cached = self._evaluate(pair_name, workload_name)
             except Exception as exc:
-                cached = exc
+                cached = self.faults.measurement_failed(pair_name, workload_name, exc)
             self._evaluations[key] = cached
         if isinstance(cached, BaseException):
             raise cached
@@ -228,8 +230,8 @@ class GateRun:
         try:
             probes = policy.ttft_probes if plan.beside and workload.gate_speed else 0
             measurement = measure_plan(
-                engine, plan, prompts, policy, hardware=self.hardware.name, observer=monitor, stop=stop, probes=probes,
-                load=LoadShape.of(workload),
+                engine, plan, prompts, policy, hardware=self.hardware.name, stop=stop, probes=probes,
+                observer=self.faults.recorder(pair_name, workload_name, monitor), load=LoadShape.of(workload),
             )  # fmt: skip
             measurement = extend_acceptance(engine, measurement, workload, self.sla(pair_name), policy, monitor)
         finally:
@@ -398,8 +400,8 @@ class GateRun:
             try:
                 self.compute(entry, target)
             except Exception as exc:
-                where = "/".join(p for p in (target.pair, target.workload, target.param) if p)
-                self.errors.append(f"{entry.name} {where}: {type(exc).__name__}: {exc}")
+                check = "/".join(p for p in (target.pair, target.workload, entry.name, target.param) if p)
+                self.faults.record(exc, f"{target.pair}/{target.workload}", check)
             self.finished_items += 1
         return self.verdict()
 
@@ -421,7 +423,7 @@ class GateRun:
         ]
 
     def verdict(self) -> Verdict:
-        errors = list(self.errors)
+        errors = [*self.errors, *self.faults.messages()]
         if self.interrupted:
             errors.append("the session was interrupted before every gate check ran: a partial run is not a verdict")
         elif self.finished_items < self.gate_items:
@@ -432,13 +434,11 @@ class GateRun:
         return decide(self.hardware.name, self.checks, errors, self.recommendations(errors), self.notices())
 
     def finish(self) -> Verdict:
-        """Write the baselines (with --update-baselines), the run records and every report; release the engines."""
-        try:
-            self.write_baselines()
-            self.write_runs()
-            from specgate.reports import write_reports
+        """Write the records, faults, baselines and reports (`specgate.outputs`); release the engines."""
+        from specgate.outputs import write_outputs
 
-            self.document = write_reports(self)
+        try:
+            self.document = write_outputs(self, self.hardware.name)
         finally:
             self.close()
         return self.verdict()

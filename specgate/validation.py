@@ -3,8 +3,12 @@
 `validate_run` is called by `GateRun.from_options` (so by the plugin's `pytest_configure` too): the options that
 depend on each other (`--reference`, `--inject-slowdown`, `--update-baselines`), each selected pair's engine library
 and model files, each reference (same engine; same tokenizer, since outputs are compared token by token), and each
-selected workload's file (exists, UTF-8, one JSON object per line, the mapped fields present, enough prompts). Each
-problem names the file, the key or the line, what is wrong and how to fix it; several are reported together.
+selected workload's file (exists, UTF-8, one JSON object per line, the mapped fields present, enough prompts), the
+stored baseline history of each selected pair × workload (schema, fields, fingerprints, the pair and workload it is
+for; a missing one is the regression checks' business, not a usage error), and each served pair's endpoints (URL
+syntax, the loopback/allow-list policy, an endpoint for every arm, the API key's variable). Only what the run selects
+is read. Each problem names the file, the key or the line, what is wrong and how to fix it; several are reported
+together.
 """
 
 from __future__ import annotations
@@ -13,15 +17,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from specgate.config import GatePolicy, PairConfig, ProjectConfig, WorkloadConfig
-from specgate.errors import ConfigError, SpecgateError, did_you_mean
+from specgate.config import GatePolicy, HardwareProfile, PairConfig, ProjectConfig, WorkloadConfig
+from specgate.errors import BaselineError, ConfigError, SpecgateError, did_you_mean
 from specgate.plan import Arm
+from specgate.store.baselines import BaselineStore
 
 
 class GateRun(Protocol):
     """What the validation reads of a `specgate.run.GateRun`."""
 
     project: ProjectConfig
+    hardware: HardwareProfile
     pairs: list[str]
     workloads: list[str]
     engine_override: str | None
@@ -31,6 +37,9 @@ class GateRun(Protocol):
 
     @property
     def policy(self) -> GatePolicy: ...
+
+    @property
+    def store(self) -> BaselineStore: ...
 
     def pair(self, name: str) -> PairConfig: ...
 
@@ -55,6 +64,7 @@ def validate_run(run: GateRun) -> None:
     for workload in run.workloads:
         problems += _workload(run, workload)
         problems += _load_shape(run, workload)
+    problems += _baselines(run)
     if problems:
         shown = problems[:MAX_PROBLEMS]
         more = len(problems) - len(shown)
@@ -111,6 +121,43 @@ def _pair(run: GateRun, name: str) -> list[str]:
         problems += _models(run, name)
         if reference is not None and not problems:
             problems += _same_tokenizer(run, name, reference)
+    elif spec.name == "openai":
+        problems += _endpoints(run, name)
+    return problems
+
+
+def _endpoints(run: GateRun, name: str) -> list[str]:
+    """Each arm of a served pair (the reference's too) has a well-formed, allowed endpoint and its API key."""
+    from specgate.engines.openai.load import arm_endpoint, parse_settings, read_api_key
+
+    problems: list[str] = []
+    try:
+        arms = run.arms(name)
+    except SpecgateError as exc:
+        return [str(exc)]
+    for arm in arms:
+        try:
+            settings = parse_settings(arm.pair, arm.engine_options, arm.target, run.hardware.sla)
+            arm_endpoint(arm.pair, arm.variant, arm.engine_options, settings)
+            read_api_key(arm.pair, settings)
+        except ConfigError as exc:
+            if str(exc) not in problems:
+                problems.append(str(exc))
+    return problems
+
+
+def _baselines(run: GateRun) -> list[str]:
+    """The stored history of every selected pair × workload reads and is for that pair and workload: a broken one
+    is found now, not after the measurement (and `--update-baselines` never replaces it)."""
+    problems = []
+    store = run.store
+    for pair in run.pairs:
+        for workload in run.workloads:
+            path = store.path(pair, workload)
+            try:
+                store.load(pair, workload)
+            except BaselineError as exc:
+                problems.append(str(exc).replace(str(path), store.relative(path), 1))
     return problems
 
 

@@ -49,7 +49,7 @@ def number(value: Any, source: str, key: str, *, low: float | None = None, high:
     if result != result or result in (float("inf"), float("-inf")):
         raise fail(source, key, f"expected a finite number, got {value!r}")
     if (low is not None and result < low) or (high is not None and result > high):
-        bounds = f"{'' if low is None else low:g}..{'' if high is None else high:g}".replace("..", " to ")
+        bounds = f"{'-inf' if low is None else format(low, 'g')} to {'inf' if high is None else format(high, 'g')}"
         raise fail(source, key, f"{result:g} is out of range ({bounds})")
     return result
 

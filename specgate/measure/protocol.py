@@ -13,13 +13,14 @@ first `repetitions` until `stop(measurement so far)` says every decision is clea
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specgate.config import GatePolicy
-from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt
+from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RequestTrace
 from specgate.errors import MeasurementError
 from specgate.plan import MeasurementPlan
 
@@ -106,7 +107,7 @@ def measure_plan(
                 engine.run([prompt], arm, repetition=-1)
         if observer is not None:
             observer.before_run(arm)
-        result = (
+        result = checked_run(
             engine.run(batch, arm, repetition=repetition)
             if engine.per_request
             else engine.run(batch, arm, repetition=repetition, load=load)
@@ -140,7 +141,7 @@ def measure_plan(
                 probe = replace(prompt, max_new_tokens=1)
                 for turn in range(probes):
                     for arm in plan.order(repetition, index + turn + 1):
-                        probe_runs[arm].append(engine.run([probe], arm, repetition=repetition))
+                        probe_runs[arm].append(checked_run(engine.run([probe], arm, repetition=repetition)))
         else:
             for arm in plan.order(repetition):
                 run(list(prompts), arm, repetition)
@@ -148,3 +149,21 @@ def measure_plan(
         if stop is not None and policy.repetitions <= rounds < last and stop(snapshot()):
             break
     return snapshot()
+
+
+NON_FINITE = "the engine reported non-finite times (NaN or inf): a broken clock or a numerical fault of the engine"
+
+
+def checked_run(run: ArmRun) -> ArmRun:
+    """`run` with every request whose times are not finite numbers marked failed: such a request is an engine
+    fault, never a latency (NaN would compare false with every SLA, and inf would make every statistic inf)."""
+    if not math.isfinite(run.wall_s):
+        raise MeasurementError(f"arm {run.arm!r}: {NON_FINITE} (wall time {run.wall_s})")
+    if all(_finite(t) for t in run.traces):
+        return run
+    traces = tuple(t if _finite(t) else replace(t, error=NON_FINITE) for t in run.traces)
+    return replace(run, traces=traces)
+
+
+def _finite(trace: RequestTrace) -> bool:
+    return all(math.isfinite(x) for x in (trace.submit_s, trace.done_s, *trace.chunk_times_s))

@@ -46,7 +46,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import json
-import os
 from collections import Counter
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -55,7 +54,7 @@ from typing import Any, TypeVar
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, arrival_offsets
 from specgate.engines.openai.client import Share, merge_results, run_share, split_share
-from specgate.engines.openai.load import ServedSettings, parse_settings
+from specgate.engines.openai.load import ServedSettings, arm_endpoint, parse_settings, read_api_key
 from specgate.engines.openai.metrics import (
     NOT_EXPOSED,
     Goodput,
@@ -179,25 +178,15 @@ class OpenAIEngine:
             if arm.pair not in self._settings:
                 self._settings[arm.pair] = self._load_settings(arm, hardware)
             settings = self._settings[arm.pair]
-            url = arm.engine_options.get("endpoint") or settings.endpoints.get(arm.variant)
-            if not isinstance(url, str):
-                raise ConfigError(
-                    f"pair {arm.pair!r}: arm {arm.variant!r} has no endpoint; add it to speculation.options.endpoints "
-                    f"(known: {', '.join(settings.endpoints)}) or give the arm an `endpoint` option"
-                )
-            self._arms[arm.name] = (arm, settings, url.rstrip("/"))
+            url = arm_endpoint(arm.pair, arm.variant, arm.engine_options, settings)
+            self._arms[arm.name] = (arm, settings, url)
         for name, (arm, settings, url) in self._arms.items():
             self._probe(name, url, settings, arm.pair)
 
     def _load_settings(self, arm: Arm, hardware: HardwareProfile) -> ServedSettings:
         settings = parse_settings(arm.pair, arm.engine_options, arm.target, hardware.sla)
-        if settings.api_key_env is not None:
-            key = os.environ.get(settings.api_key_env, "")
-            if not key:
-                raise ConfigError(
-                    f"pair {arm.pair!r}: speculation.options.api_key_env: the environment variable "
-                    f"{settings.api_key_env!r} is not set or empty; export it with the server's API key"
-                )
+        key = read_api_key(arm.pair, settings)
+        if key is not None:
             self._key = _Secret(key)
         return settings
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,3 +251,32 @@ def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimit
         extra_body=dict(options.mapping("extra_body")),
         goodput_slo=_goodput_slo(options, sla),
     )
+
+
+def arm_endpoint(pair: str, variant: str, options: Mapping[str, Any], settings: ServedSettings) -> str:
+    """The server root an arm is sent to: its own `endpoint` option, else its pair's `endpoints[<variant>]` (a
+    reference arm `ref-spec` is the variant `spec` of the reference pair)."""
+    own = options.get("endpoint")
+    if own is not None:
+        allowed = options.get("allowed_hosts", [])
+        return _endpoint(_Options(pair, options), variant, own, allowed if isinstance(allowed, list) else [])
+    url = settings.endpoints.get(variant)
+    if not isinstance(url, str):
+        raise ConfigError(
+            f"pair {pair!r}: arm {variant!r} has no endpoint; add it to speculation.options.endpoints "
+            f"(known: {', '.join(settings.endpoints) or 'none'}) or give the arm an `endpoint` option"
+        )
+    return url.rstrip("/")
+
+
+def read_api_key(pair: str, settings: ServedSettings) -> str | None:
+    """The API key from the environment variable `api_key_env` names (None without one); unset is a `ConfigError`."""
+    if settings.api_key_env is None:
+        return None
+    key = os.environ.get(settings.api_key_env, "")
+    if not key:
+        raise ConfigError(
+            f"pair {pair!r}: speculation.options.api_key_env: the environment variable {settings.api_key_env!r} "
+            "is not set or empty; export it with the server's API key"
+        )
+    return key
