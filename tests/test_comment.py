@@ -289,3 +289,19 @@ def test_verdict_command_exits_by_the_saved_verdict(
     assert main(["verdict", "--verdict", str(passed)]) == 0
     assert main(["verdict", "--verdict", str(tmp_path / "missing.json")]) == 2
     assert "the release is blocked" in capsys.readouterr().err
+
+
+def test_verdict_command_never_passes_a_run_that_did_not_finish(
+    blocked_verdict: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verdict.json left by an earlier passing run must not pass a run that stopped with a usage error."""
+    stale = tmp_path / "verdict.json"
+    stale.write_text(blocked_verdict.read_text().replace('"verdict": "BLOCK"', '"verdict": "PASS"', 1))
+    assert main(["verdict", "--verdict", str(stale), "--pytest-exit", "0"]) == 0
+    for status in ("2", "3", "4"):
+        assert main(["verdict", "--verdict", str(stale), "--pytest-exit", status]) == 2
+        assert f"pytest exited with {status}" in capsys.readouterr().err
+    assert main(["verdict", "--verdict", str(stale), "--pytest-exit", "1"]) == 1  # PASS beside a failed session
+    assert main(["verdict", "--verdict", str(blocked_verdict), "--pytest-exit", "1"]) == 1
+    monkeypatch.setenv("SPECGATE_PYTEST_EXIT", "4")  # how the GitHub workflow hands the status on
+    assert main(["verdict", "--verdict", str(stale)]) == 2
