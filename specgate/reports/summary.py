@@ -1,8 +1,9 @@
 """`summary.md`: the verdict as a merge-request comment.
 
 Verdict first, then what broke and why (each failed check with its evidence), errors, a table of the key metrics
-per pair, workload and arm, and the recommendation. Every check, passed or not, sits in a collapsed block at the
-end, so the comment stays short on a pass and complete on a block.
+per pair, workload and arm, where the speedup goes (the cost model's waterfall), and the recommendation. Every
+check, passed or not, sits in a collapsed block at the end, so the comment stays short on a pass and complete on
+a block.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from specgate.checks import Check
 from specgate.reports.document import VerdictDocument
 from specgate.reports.tables import KEY_METRIC_HEADERS, key_metrics
+from specgate.reports.waterfall import waterfall_markdown
 from specgate.store.atomic import write_atomic
 
 ICONS = {"PASS": "✅", "BLOCK": "⛔"}
@@ -86,7 +88,7 @@ def summary_markdown(document: VerdictDocument) -> str:
     ]
     if verdict.errors:
         lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in verdict.errors)])
-    lines.extend([*_metrics(document), *_advice(verdict), *_all_checks(verdict.checks)])
+    lines.extend([*_metrics(document), *waterfall_markdown(document), *_advice(verdict), *_all_checks(verdict.checks)])
     return "\n".join(lines) + "\n"
 
 
