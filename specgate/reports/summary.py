@@ -50,11 +50,11 @@ def _metrics(document: VerdictDocument) -> list[str]:
 
 def _advice(verdict: VerdictDocument) -> list[str]:
     lines = ["", "### Recommendation", ""]
+    if verdict.passed:  # a pass may still carry advice (the draft length that would pay best)
+        lines.append("- every check passed: ship this configuration")
     if verdict.recommendations:
         lines.extend(f"- {r}" for r in verdict.recommendations)
-    elif verdict.passed:
-        lines.append("- every check passed: ship this configuration")
-    else:
+    elif not verdict.passed:
         lines.append("- fix the failed checks and errors above, then run the gate again")
     return lines
 
