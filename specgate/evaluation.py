@@ -21,6 +21,7 @@ from specgate.measure.metrics import ArmSummary, Speedup, measure_speedup, summa
 from specgate.measure.monitor import Observation
 from specgate.measure.protocol import Measurement
 from specgate.measure.samples import ArmSamples, arm_samples, probe_samples
+from specgate.measure.stepcosts import SpeedupExplanation, explain_speedup
 from specgate.plan import MeasurementPlan
 
 NEAR_TIE_LOGITS = 0.5
@@ -79,6 +80,7 @@ class Evaluation:
     roofline: Roofline | None = None
     probes: Mapping[str, ArmSamples] = field(default_factory=dict)
     pool: Mapping[str, ArmSamples] = field(default_factory=dict)
+    explanations: Mapping[str, SpeedupExplanation] = field(default_factory=dict)
 
     @property
     def plan(self) -> MeasurementPlan:
@@ -198,6 +200,20 @@ def evaluate(
         if explainer is not None and lossless.divergences:
             lossless = explain(lossless, measurement, explainer)
         losslessness[arm] = lossless
+    explanations = {}
+    for arm, plain in plan.speedups:
+        spec, measured = plan.arm(arm).speculation, speedups.get(arm)
+        if spec is not None and measured is not None:
+            explained = explain_speedup(
+                measurement.runs[plain],
+                measurement.runs[arm],
+                gamma=spec.num_tokens,
+                method=spec.method,
+                measured_speedup=measured.value,
+                seed=seed,
+            )
+            if explained is not None:
+                explanations[arm] = explained
     energy = roofline = None
     if hardware is not None:
         if observation is not None:
@@ -218,6 +234,7 @@ def evaluate(
         accuracy=score_arms(measurement, task) if task != "generate" else {},
         energy=energy,
         roofline=roofline,
+        explanations=explanations,
     )
 
 

@@ -284,6 +284,7 @@ def _assert_attachments_once(results_dir: Path) -> None:
         "TPOT CDF",
         "Acceptance per draft position",
         "Speedup measured vs predicted",
+        "Speedup waterfall (cost model)",
         "Drift: first divergences side by side",
     }
     assert (results_dir / attachments["TTFT CDF"]).read_bytes().startswith(PNG)
@@ -378,6 +379,7 @@ def test_plots_render_png_for_both_arms_and_drift_side_by_side() -> None:
         "TPOT CDF",
         "Acceptance per draft position",
         "Speedup measured vs predicted",
+        "Speedup waterfall (cost model)",
     ]
     assert all(p.png.startswith(PNG) and len(p.png) > 10_000 for p in plots)
     drift = drift_html(_evaluation(FakeBehaviour(wrong_token_at=3)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specgate.checks import INFRASTRUCTURE, SLA, Check
+from specgate.checks.draft_length import draft_length_advice
 from specgate.config import SlaLimits
 from specgate.evaluation import Evaluation
 from specgate.measure.metrics import ArmSummary, Speedup
@@ -222,9 +223,10 @@ def acceptance_rate(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
 
 
 def recommendations(evaluation: Evaluation, hardware: str, sla: SlaLimits) -> list[str]:
-    """Rollback advice for the gated arms of one pair × workload (README, "Gate policy")."""
+    """Rollback advice for the gated arms of one pair × workload (README, "Gate policy"), then the draft-length
+    advice of the measured cost model (`specgate.checks.draft_length`)."""
     advice: list[str] = []
     for arm in evaluation.plan.gated:
         label = evaluation.plan.pair if arm == evaluation.plan.released else f"{evaluation.plan.pair}/{arm}"
         advice.extend(_recommend(label, hardware, evaluation.speedups.get(arm), evaluation.summaries[arm], sla))
-    return advice
+    return [*advice, *draft_length_advice(evaluation, hardware)]

@@ -40,7 +40,8 @@ class RequestTrace:
     when the i-th streamed chunk arrived and `chunk_tokens[i]` how many tokens it carried (with speculation a chunk
     may carry several). `drafted[k]` and `accepted[k]` are the draft tokens proposed and accepted in verification
     step k, when the engine reports them per request; both are empty for plain decoding or when only run totals
-    exist (see `SpecCounters`).
+    exist (see `SpecCounters`). `draft_s[k]` is how long step k's draft (or n-gram lookup) took, where the engine
+    times it (the cost model in `specgate.measure.stepcosts`); empty otherwise.
     `error` is set, and the rest may be empty, when the request failed: a failed request is never dropped.
     """
 
@@ -56,6 +57,7 @@ class RequestTrace:
     drafted: tuple[int, ...] = ()
     accepted: tuple[int, ...] = ()
     done_s: float = 0.0
+    draft_s: tuple[float, ...] = ()
     finish_reason: str | None = None
     error: str | None = None
 

@@ -116,20 +116,28 @@ class FakeEngine:
         # greedy decoding, two runs of the same configuration accept exactly the same tokens.
         content = np.random.default_rng([self.content_seed, b.draft, digest])
         times = [submit + b.ttft_ms * base * factor * self._noise(b) / 1000]
-        sizes, drafted, accepted = [1], [], []
+        speculative = self._gamma(arm) > 0
+        # one (drafted, accepted, draft time) per streamed chunk, as the transformers engine reports them
+        sizes, drafted, accepted, draft_s = [1], [0] * speculative, [0] * speculative, [0.0] * speculative
         ids = [self._token(prompt, 0)]
         while len(ids) < prompt.max_new_tokens:
             gamma = min(self._gamma(arm), prompt.max_new_tokens - len(ids) - 1)
             if gamma > 0:
                 hits = content.random(gamma) < b.acceptance
                 n = gamma if hits.all() else int(np.argmin(hits))
+                target_ms = b.tpot_ms * base * factor * self._noise(b)
+                step, emitted = (1 + gamma * b.draft_cost) * target_ms, n + 1
                 drafted.append(gamma)
                 accepted.append(n)
-                step, emitted = (1 + gamma * b.draft_cost) * b.tpot_ms * base * factor * self._noise(b), n + 1
+                draft_s.append(gamma * b.draft_cost * target_ms / 1000)
             else:
                 step, emitted = b.tpot_ms * base * factor * self._noise(b), 1
+                if speculative:
+                    drafted.append(0)
+                    accepted.append(0)
+                    draft_s.append(0.0)
             for _ in range(emitted):
-                ids.append(self._token(prompt, len(ids), b, speculative=self._gamma(arm) > 0))
+                ids.append(self._token(prompt, len(ids), b, speculative=speculative))
             times.append(times[-1] + step / 1000)
             sizes.append(emitted)
         self._clock = times[-1] + 0.001
@@ -147,6 +155,7 @@ class FakeEngine:
             tuple(accepted),
             done_s=self._clock,
             finish_reason="length",
+            draft_s=tuple(draft_s),
         )
 
     def _tail_arm(self, arm: str) -> bool:

@@ -2,10 +2,11 @@
 
 `build_document(run)` captures everything the reports show (the verdict, every check with its evidence, errors,
 recommendations, and per pair × workload the arms with their summaries, speedups, drift, cost, energy and
-roofline, and the per-request latencies pytest-benchmark's statistics need); `verdict.json` is this document as
-JSON (`write_document`), and `load_document` reads it back into the same types. `summary.md`, `metrics.prom`,
-`benchmark.json` and the terminal summary are functions of the document alone, so `specgate report` rebuilds them
-from `reports/verdict.json` exactly as the run wrote them. Paths in it are relative to the project folder.
+roofline, the speedup's cost model and waterfall, and the per-request latencies pytest-benchmark's statistics
+need); `verdict.json` is this document as JSON (`write_document`), and `load_document` reads it back into the same
+types. `summary.md`, `metrics.prom`, `benchmark.json` and the terminal summary are functions of the document alone,
+so `specgate report` rebuilds them from `reports/verdict.json` exactly as the run wrote them. Paths in it are
+relative to the project folder.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from specgate.hardware.energy import EnergyReport
 from specgate.hardware.fingerprint import Fingerprint
 from specgate.hardware.roofline import Roofline
 from specgate.measure.metrics import ArmSummary, Speedup
+from specgate.measure.stepcosts import SpeedupExplanation
 from specgate.reports.provenance import CommitInfo, commit_info, machine_info
 from specgate.store.atomic import write_atomic
 from specgate.store.codec import from_data, to_data
@@ -55,6 +57,7 @@ class ArmRecord:
     e2el_ms: tuple[float, ...] = ()
     speedup: Speedup | None = None
     drift: DriftRecord | None = None
+    explanation: SpeedupExplanation | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,7 @@ def arm_records(evaluation: Evaluation, divergences: int = 10) -> tuple[ArmRecor
                 e2el_ms=tuple(round(s.e2el_ms, 3) for s in samples),
                 speedup=evaluation.speedups.get(arm.name),
                 drift=drift,
+                explanation=evaluation.explanations.get(arm.name),
             )
         )
     return tuple(records)

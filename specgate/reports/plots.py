@@ -153,6 +153,33 @@ def speedup_plot(evaluation: Evaluation, sla: SlaLimits) -> Plot | None:
     return Plot("Speedup measured vs predicted", _png(figure))
 
 
+def waterfall_plot(evaluation: Evaluation) -> Plot | None:
+    """The released arm's speedup waterfall: ideal (c = 0) → each measured cost → predicted → residuals → measured."""
+    explanation = evaluation.explanations.get(evaluation.plan.released)
+    if explanation is None:
+        return None
+    steps = explanation.waterfall
+    figure, axes = _figure(_title(evaluation, f"Where the speedup goes ({explanation.arm}, γ={explanation.gamma})"))
+    names = [s.name.replace("residual: ", "residual:\n").replace(" ", "\n", 1) for s in steps]
+    bottoms, heights, colors = [], [], []
+    for index, step in enumerate(steps):
+        before = step.speedup if index == 0 else steps[index - 1].speedup
+        low, high = (0.0, step.speedup) if index == 0 else sorted((before, step.speedup))
+        bottoms.append(low)
+        heights.append(max(high - low, 1e-3))
+        colors.append(COLORS[0] if index == 0 else COLORS[2] if step.factor >= 1 else COLORS[3])
+    axes.bar(names, heights, bottom=bottoms, color=colors)
+    for index, step in enumerate(steps):
+        label = f"{step.speedup:.2f}×" if index == 0 else f"×{step.factor:.2f}"
+        axes.annotate(label, (index, bottoms[index] + heights[index]), ha="center", va="bottom", fontsize=8)
+    axes.bar(["measured"], [explanation.measured_speedup], color=COLORS[1])
+    axes.annotate(f"{explanation.measured_speedup:.2f}×", (len(steps), explanation.measured_speedup), ha="center")
+    axes.axhline(1.0, color="grey", linewidth=1)
+    axes.tick_params(axis="x", labelsize=7)
+    axes.set_ylabel("speedup S after each factor")
+    return Plot("Speedup waterfall (cost model)", _png(figure))
+
+
 def ttft_vs_prompt_plot(evaluation: Evaluation) -> Plot | None:
     """TTFT against prompt length per arm, drawn only when the workload has several prompt lengths."""
     points: dict[str, list[tuple[int, float]]] = {}
@@ -204,6 +231,7 @@ def evaluation_plots(evaluation: Evaluation, sla: SlaLimits, *, long: bool = Fal
         cdf_plot(evaluation, "tpot_ms"),
         acceptance_plot(evaluation, sla),
         speedup_plot(evaluation, sla),
+        waterfall_plot(evaluation),
         ttft_vs_prompt_plot(evaluation),
         context_length_plot(evaluation) if long else None,
     ]

@@ -1,8 +1,9 @@
 """`summary.md`: the verdict as a merge-request comment.
 
 Verdict first, then what broke and why (each failed check with its evidence), errors, a table of the key metrics
-per pair, workload and arm, and the recommendation. Every check, passed or not, sits in a collapsed block at the
-end, so the comment stays short on a pass and complete on a block.
+per pair, workload and arm, where the speedup goes (the cost model's waterfall), and the recommendation. Every
+check, passed or not, sits in a collapsed block at the end, so the comment stays short on a pass and complete on
+a block.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from specgate.checks import Check
 from specgate.reports.document import VerdictDocument
 from specgate.reports.tables import KEY_METRIC_HEADERS, key_metrics
+from specgate.reports.waterfall import waterfall_markdown
 from specgate.store.atomic import write_atomic
 
 ICONS = {"PASS": "✅", "BLOCK": "⛔"}
@@ -48,11 +50,11 @@ def _metrics(document: VerdictDocument) -> list[str]:
 
 def _advice(verdict: VerdictDocument) -> list[str]:
     lines = ["", "### Recommendation", ""]
+    if verdict.passed:  # a pass may still carry advice (the draft length that would pay best)
+        lines.append("- every check passed: ship this configuration")
     if verdict.recommendations:
         lines.extend(f"- {r}" for r in verdict.recommendations)
-    elif verdict.passed:
-        lines.append("- every check passed: ship this configuration")
-    else:
+    elif not verdict.passed:
         lines.append("- fix the failed checks and errors above, then run the gate again")
     return lines
 
@@ -88,7 +90,8 @@ def summary_markdown(document: VerdictDocument, links: Sequence[tuple[str, str]]
     ]
     if verdict.errors:
         lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in verdict.errors)])
-    lines.extend([*_metrics(document), *_advice(verdict), *(_all_checks(verdict.checks) if all_checks else [])])
+    lines.extend([*_metrics(document), *waterfall_markdown(document), *_advice(verdict)])
+    lines.extend(_all_checks(verdict.checks) if all_checks else [])
     return "\n".join(lines) + "\n"
 
 
