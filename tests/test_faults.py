@@ -182,7 +182,7 @@ def test_ctrl_c_during_a_measurement_blocks_with_the_partial_runs(
 ) -> None:
     root, baseline = faulty_project()
     monkeypatch.setenv("SPECGATE_TEST_FAULT", "interrupt")
-    result = pytester.runpytest(*SUITES, "--update-baselines")
+    result = pytester.runpytest(*SUITES, "--update-baselines", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     verdict = _verdict(root)
     assert verdict["verdict"] == "BLOCK"
