@@ -207,3 +207,35 @@ def test_the_gate_prints_the_waterfall_in_the_terminal_summary_and_verdict(
     assert explanation["gamma"] == 4 and len(explanation["waterfall"]) == 8
     assert explanation["waterfall"][-1]["speedup"] == pytest.approx(spec["speedup"]["value"])
     assert "draft_s" not in json.dumps(verdict)  # per-step records stay out of the documents
+
+
+def test_draft_length_advice_only_when_the_better_gamma_clears_the_configured_one() -> None:
+    from types import SimpleNamespace
+
+    from specgate.checks.draft_length import draft_length_advice
+    from specgate.measure.stepcosts import DraftLength, SpeedupExplanation
+
+    def evaluation(best_ci: tuple[float, float]) -> SimpleNamespace:
+        lengths = (
+            DraftLength(3, 1.40, (1.30, 1.50), 2.0, 50.0, False),
+            DraftLength(6, 1.60, best_ci, 2.6, 60.0, True),
+        )
+        explanation = SpeedupExplanation(
+            arm="spec",
+            reference="ar",
+            method="prompt_lookup",
+            gamma=3,
+            costs=None,
+            waterfall=(),  # type: ignore[arg-type]
+            predicted_speedup=None,
+            measured_speedup=1.4,
+            draft_lengths=lengths,
+            best_gamma=6,  # type: ignore[arg-type]
+            extrapolation="geometric",
+        )
+        plan = SimpleNamespace(gated=("spec",), released="spec")
+        return SimpleNamespace(where=("pair", "docs"), plan=plan, explanations={"spec": explanation})
+
+    (advice,) = draft_length_advice(evaluation((1.45, 1.75)), "cpu")  # type: ignore[arg-type]
+    assert "num_tokens=6" in advice and "1.60×" in advice and "γ=3" in advice
+    assert draft_length_advice(evaluation((1.20, 2.00)), "cpu") == []  # type: ignore[arg-type] # interval overlaps

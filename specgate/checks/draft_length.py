@@ -7,7 +7,9 @@ from specgate.measure.stepcosts import MIN_GAIN
 
 
 def draft_length_advice(evaluation: Evaluation, hardware: str) -> list[str]:
-    """One recommendation per gated speculative arm whose predicted best γ beats the configured γ by ≥ 2 %."""
+    """One recommendation per gated speculative arm whose predicted best γ beats the configured γ by ≥ 2 % and
+    whose 95 % interval lies above the configured γ's predicted S: advice from a noisy cost fit would send a user to
+    measure a change that does not pay."""
     advice = []
     pair, workload = evaluation.where
     for arm in evaluation.plan.gated:
@@ -16,6 +18,8 @@ def draft_length_advice(evaluation: Evaluation, hardware: str) -> list[str]:
             continue
         best, configured = explanation.draft_length(explanation.best_gamma), explanation.draft_length(explanation.gamma)
         if best is None or configured is None or best.predicted_speedup < configured.predicted_speedup * (1 + MIN_GAIN):
+            continue
+        if best.ci[0] <= configured.predicted_speedup:
             continue
         label = pair if arm == evaluation.plan.released else f"{pair}/{arm}"
         advice.append(
