@@ -293,7 +293,7 @@ def _report_fault(item: pytest.Item, run: GateRun, report: pytest.TestReport, ex
     report.longrepr = (
         f"specgate: {fault.where}: {fault.cause}\n  {fault.remedy}; traceback in {log} (or run with -v / --tb=long)"
         if first
-        else f"specgate: {fault.where}: not run, {type(exc).__name__} (the cause shown for {fault.first})"
+        else f"specgate: {fault.where}: not run, {fault.cause} (remedy shown for {fault.first})"
     )
 
 
