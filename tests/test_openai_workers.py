@@ -4,6 +4,7 @@ test_openai_engine: shares, one start instant, one clock, the concurrency held, 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -150,3 +151,35 @@ def test_a_failing_share_fails_the_run_and_fresh_processes_serve_the_next(serve:
     finally:
         engine.close()
     assert engine._workers is None
+
+
+def test_no_garbage_collection_runs_inside_the_measured_window(serve: Callable[..., FakeServer]) -> None:
+    """A collection stops the event loop; inside the window it would delay whichever arrival it met. With the
+    collector's threshold at 1 (a collection on almost every allocation) none may start between the first send and
+    the last arrival (thousands start around it), and the collector is back to its state after the run."""
+    import gc
+
+    server = serve(chunk_delay_s=0.002)
+    engine = _engine({"spec": server.url}, concurrency=2)
+    starts: list[float] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            starts.append(time.perf_counter())
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    gc.callbacks.append(record)
+    try:
+        run = engine.run(_prompts(6), "spec", repetition=0)
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(*threshold)
+        engine.close()
+    assert all(t.ok for t in run.traces)
+    first = min(t.submit_s for t in run.traces)
+    last = max(t.chunk_times_s[-1] for t in run.traces)
+    inside = [s for s in starts if first <= s <= last]
+    assert starts, "the threshold of 1 triggers collections around the run"
+    assert not inside, f"{len(inside)} collections ran inside the measured window"
+    assert gc.isenabled() and gc.get_freeze_count() == 0, "the collector is left as it was found"
