@@ -1,12 +1,13 @@
 """Harness overhead: the time specgate's own code takes inside the measured loop, per generated token, against the
 time of a decoding step, on the real embedded pair.
 
-specgate's code on the hot path is the streamer callback (`_ChunkClock.put`: a timestamp and a count per chunk) and
-the step counter (`update_candidate_strategy`: two appends per verification step). The benchmark wraps both with a
-nanosecond clock and reports, per request, (time inside them) / (the request's decoding time), then the ratio over
-all requests with a bootstrap 95 % interval. The wrappers' own clock reads are counted too, so the figure is an upper
-bound. A benchmark, not a timed assertion: it prints the figures (`pytest -s`); the test asserts only that the
-instrumented loop produced the same tokens as the plain one.
+specgate's code on the hot path is the streamer callback (`_ChunkClock.put`: a timestamp and a count per chunk), the
+step counter (`update_candidate_strategy`: two appends per verification step) and the cost model's stamps around the
+draft or lookup (`get_candidates`: two clock reads and an append per step; its time is the wrapper's total less the
+draft time it recorded). The benchmark wraps all three with a nanosecond clock and reports, per request, (time inside
+them) / (the request's decoding time), then the ratio over all requests with a bootstrap 95 % interval. The wrappers'
+own clock reads are counted too, so the figure is an upper bound. A benchmark, not a timed assertion: it prints the
+figures (`pytest -s`); the test asserts only that the instrumented loop produced the same tokens as the plain one.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class _Spent:
 
     def __init__(self) -> None:
         self.ns = 0
+        self.stamps_ns = 0  # of which the cost model's stamps around the draft
 
 
 def _timed(function: Any, spent: _Spent) -> Any:
@@ -59,8 +61,23 @@ def _timed(function: Any, spent: _Spent) -> Any:
     return wrapper
 
 
+def _stamps(timed_get_candidates: Any, draft_s: list[float], spent: _Spent) -> Any:
+    """The cost model's wrapper of `get_candidates`: its time less the draft time it recorded is its own cost."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return timed_get_candidates(*args, **kwargs)
+        finally:
+            own = time.perf_counter_ns() - start - round(draft_s[-1] * 1e9)
+            spent.ns += own
+            spent.stamps_ns += own
+
+    return wrapper
+
+
 def _instrumented(engine: TransformersEngine, spent: _Spent, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Time every call of the streamer callback and of the step counter's wrapper."""
+    """Time every call of the streamer callback, the step counter's wrapper and the cost model's stamps."""
     put = transformers_engine._ChunkClock.put
     monkeypatch.setattr(transformers_engine._ChunkClock, "put", lambda self, value: _timed(put, spent)(self, value))
     models = {id(setup.model): setup.model for setup in engine._arms.values()}
@@ -70,6 +87,7 @@ def _instrumented(engine: TransformersEngine, spent: _Spent, monkeypatch: pytest
         def get_generator(*args: Any, _get: Any = get, **kwargs: Any) -> Any:
             generator = _get(*args, **kwargs)
             generator.update_candidate_strategy = _timed(generator.update_candidate_strategy, spent)
+            generator.get_candidates = _stamps(generator.get_candidates, engine._steps.draft_s, spent)
             return generator
 
         monkeypatch.setattr(model, "_get_candidate_generator", get_generator)
@@ -83,13 +101,14 @@ def test_harness_time_per_token_against_the_step_time(
     plain = {p.id: pld_engine.run([p], "spec", repetition=0).traces[0].output_ids for p in prompts}
     spent = _Spent()
     _instrumented(pld_engine, spent, monkeypatch)
-    ratios, per_token_us, outputs = [], [], {}
+    ratios, stamp_ratios, per_token_us, outputs = [], [], [], {}
     for arm in ("ar", "spec"):
         for prompt in prompts:
-            spent.ns = 0
+            spent.ns = spent.stamps_ns = 0
             trace = pld_engine.run([prompt], arm, repetition=0).traces[0]
             decode_s = trace.chunk_times_s[-1] - trace.submit_s
             ratios.append(spent.ns / 1e9 / decode_s)
+            stamp_ratios.append(spent.stamps_ns / 1e9 / decode_s)
             per_token_us.append(spent.ns / 1e3 / trace.output_tokens)
             if arm == "spec":
                 outputs[prompt.id] = trace.output_ids
@@ -98,6 +117,7 @@ def test_harness_time_per_token_against_the_step_time(
     low, high = interval.low, interval.high
     print(
         f"\nharness overhead (specgate's per-step code / decoding time), {len(ratios)} requests of up to 64 tokens: "
-        f"{ratio:.2e} (95% CI {low:.2e}–{high:.2e}); {float(np.mean(per_token_us)):.2f} µs per generated token"
+        f"{ratio:.2e} (95% CI {low:.2e}–{high:.2e}); {float(np.mean(per_token_us)):.2f} µs per generated token; "
+        f"of which the cost model's stamps {float(np.mean(stamp_ratios)):.2e}"
     )
     assert outputs == plain  # the instrumented harness leaves the generated tokens untouched
