@@ -239,3 +239,11 @@ def test_draft_length_advice_only_when_the_better_gamma_clears_the_configured_on
     (advice,) = draft_length_advice(evaluation((1.45, 1.75)), "cpu")  # type: ignore[arg-type]
     assert "num_tokens=6" in advice and "1.60×" in advice and "γ=3" in advice
     assert draft_length_advice(evaluation((1.20, 2.00)), "cpu") == []  # type: ignore[arg-type] # interval overlaps
+
+
+def test_the_extrapolation_names_one_position_when_one_token_is_drafted() -> None:
+    costs = Costs(verify_ms_per_token=1.0, acceptance=0.8)
+    plain, spec = _traces(costs, 0, seed=7), _traces(costs, 1, seed=7)
+    explained = explain_speedup(plain, spec, gamma=1, method="prompt_lookup", measured_speedup=_measured(plain, spec))
+    assert explained is not None
+    assert "(the mean conditional acceptance of position 1)" in explained.extrapolation, explained.extrapolation

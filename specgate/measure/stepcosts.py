@@ -346,7 +346,7 @@ def explain_speedup(
         best = max(lengths, key=lambda d: d.predicted_speedup).gamma
     extrapolation = (
         f"acceptance beyond γ={gamma} extrapolated geometrically: each further position keeps "
-        f"r={point.ratio:.2f} of the drafts (the mean conditional acceptance of positions 1–{gamma})"
+        f"r={point.ratio:.2f} of the drafts (the mean conditional acceptance of {_positions(gamma)})"
         if verify is not None
         else f"no draft-length advice: every step drafted {point.values['drafted_per_step']:.0f} tokens, so the "
         "verify cost per token cannot be told from the per-step overhead"
@@ -415,3 +415,8 @@ def _waterfall(point: _Point, costs: StepCosts, measured: float, method: str) ->
 
 
 __all__ = ["DraftLength", "Estimate", "SpeedupExplanation", "StepCosts", "WaterfallStep", "explain_speedup"]
+
+
+def _positions(gamma: int) -> str:
+    """The words for the first γ positions: 'position 1' or 'positions 1–γ'."""
+    return "position 1" if gamma == 1 else f"positions 1–{gamma}"
