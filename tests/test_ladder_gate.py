@@ -268,3 +268,12 @@ def test_a_step_is_rolled_back_not_worth_it_or_passed_by_its_limits() -> None:
 def test_the_pareto_front_keeps_only_undominated_rungs() -> None:
     points = [("ar", 1.0, 0.5), ("kv", 1.0, 0.49), ("w8", 1.4, 0.5), ("w2", 2.0, 0.1), ("pld", 1.3, 0.45)]
     assert pareto_front(points) == ["w8", "w2"]
+
+
+def test_vllm_arms_map_to_its_own_arguments() -> None:
+    from specgate.config.optimisation import Batching, KvCache, Optimisation, Weights
+    from specgate.engines.vllm_engine import optimisation_arguments
+
+    stacked = Optimisation(KvCache("fp8", "vllm"), Weights("awq", "vllm"), Batching(8, 8))
+    assert optimisation_arguments(stacked) == {"kv_cache_dtype": "fp8", "quantization": "awq", "max_num_seqs": 8}
+    assert optimisation_arguments(Optimisation()) == {}
