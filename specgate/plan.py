@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specgate.config import REFERENCE_PREFIX, ArmSpec, HardwareProfile, PairConfig, ProjectConfig, Speculation
+from specgate.config.optimisation import LadderLimits, Optimisation
 from specgate.errors import ConfigError
 
 PLAIN = "ar"
@@ -44,6 +45,7 @@ class Arm:
     dtype: str
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     slowdown: float = 0.0
+    optimisation: Optimisation = field(default_factory=Optimisation)
 
     @property
     def speculative(self) -> bool:
@@ -56,7 +58,10 @@ class Arm:
             s = self.speculation
             spec = [s.method, s.num_tokens, s.draft, s.draft_layers, s.max_ngram, dict(s.options)]
         options = dict(self.engine_options)
-        return json.dumps([self.target, spec, self.dtype, options, self.slowdown], sort_keys=True, default=str)
+        parts: list[Any] = [self.target, spec, self.dtype, options, self.slowdown]
+        if self.optimisation.any:
+            parts.append(self.optimisation.as_data())
+        return json.dumps(parts, sort_keys=True, default=str)
 
     def describe(self) -> str:
         """e.g. "prompt_lookup γ=3, float32" or "plain decoding, bfloat16"."""
@@ -71,7 +76,18 @@ class Arm:
             )
             how = f"{s.method} γ={s.num_tokens}{draft}"
         slow = f", INJECTED SLOWDOWN +{self.slowdown:.0%}" if self.slowdown else ""
-        return f"{how}, {self.dtype}{slow}"
+        optimised = f", {self.optimisation.describe()}" if self.optimisation.any else ""
+        return f"{how}, {self.dtype}{optimised}{slow}"
+
+
+@dataclass(frozen=True, slots=True)
+class LadderStep:
+    """One rung of a ladder: `arm`, timed against the rung below it (`previous`; the first rung against full
+    precision, the plan's plain arm) and judged on accuracy against full precision, within `limits`."""
+
+    arm: str
+    previous: str
+    limits: LadderLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +107,7 @@ class MeasurementPlan:
     reference: str | None = None
     released: str = RELEASED
     notes: tuple[str, ...] = ()
+    ladder: tuple[LadderStep, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -103,7 +120,8 @@ class MeasurementPlan:
 
     @property
     def gated(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.arms if a.speculative and not a.reference)
+        timed = dict(self.speedups)
+        return tuple(a.name for a in self.arms if a.speculative and not a.reference and a.name in timed)
 
     @property
     def candidates(self) -> tuple[Arm, ...]:
@@ -140,11 +158,29 @@ def _arm(spec: ArmSpec, pair: PairConfig, hardware: HardwareProfile, *, referenc
         dtype=spec.dtype or hardware.dtype,
         engine_options=options,
         slowdown=slowdown,
+        optimisation=spec.optimisation,
     )
 
 
 def _speedups(arms: Sequence[Arm], shared_plain: dict[bool, str]) -> tuple[tuple[str, str], ...]:
-    return tuple((a.name, shared_plain[a.reference]) for a in arms if a.speculative)
+    """Each speculative arm with the plain arm it is timed against and must reproduce: the plain arm of the same
+    optimisation (a quantized arm with speculation against the quantized arm without), `ar` when it has none. A
+    speculative arm with an optimisation and no such plain arm is judged by the ladder alone."""
+    pairs = []
+    for a in arms:
+        if not a.speculative:
+            continue
+        if not a.optimisation.any:
+            pairs.append((a.name, shared_plain[a.reference]))
+            continue
+        same = [p for p in arms if not p.speculative and p.reference == a.reference and _plain_of(p, a)]
+        if same:
+            pairs.append((a.name, same[0].name))
+    return tuple(pairs)
+
+
+def _plain_of(plain: Arm, arm: Arm) -> bool:
+    return (plain.target, plain.dtype, plain.optimisation) == (arm.target, arm.dtype, arm.optimisation)
 
 
 def build_plan(
@@ -159,9 +195,10 @@ def build_plan(
     """The plan of a pair on a workload. `reference` is the reference pair (reference mode), or None."""
     pair = project.pairs[pair_name]
     candidates = [_arm(s, pair, hardware, reference=False, slowdown=0.0) for s in pair.arms]
+    ladder = _ladder(pair)
     if reference is None:
         arms = [_with_slowdown(a, slowdown) for a in candidates]
-        return MeasurementPlan(pair_name, workload_name, tuple(arms), _speedups(arms, {False: PLAIN}))
+        return MeasurementPlan(pair_name, workload_name, tuple(arms), _speedups(arms, {False: PLAIN}), ladder=ladder)
     if reference == pair_name:
         raise ConfigError(f"pair {pair_name!r} cannot be its own reference; name the released configuration's pair")
     released = project.pairs[reference]
@@ -182,8 +219,23 @@ def build_plan(
     plain = {False: PLAIN, True: PLAIN if shared else REFERENCE_PREFIX + PLAIN}
     notes = (f"{PLAIN}: the reference's plain decoding is the same configuration, measured once",) if shared else ()
     return MeasurementPlan(
-        pair_name, workload_name, tuple(arms), _speedups(arms, plain), beside=beside, reference=reference, notes=notes
+        pair_name,
+        workload_name,
+        tuple(arms),
+        _speedups(arms, plain),
+        beside=beside,
+        reference=reference,
+        notes=notes,
+        ladder=ladder,
     )
+
+
+def _ladder(pair: PairConfig) -> tuple[LadderStep, ...]:
+    previous, steps = PLAIN, []
+    for step in pair.ladder:
+        steps.append(LadderStep(step.arm, previous, step.limits))
+        previous = step.arm
+    return tuple(steps)
 
 
 def _same(a: Arm, b: Arm) -> bool:

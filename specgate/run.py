@@ -1,14 +1,11 @@
 """The state of one gate run: configuration, plans, loaded engines, cached measurements, checks and the verdict.
 
-`GateRun` has no pytest dependency. `GateRun.from_options(GateOptions(...))` validates everything a run needs
-before any engine starts (config, profile, selection, references, engine libraries, model files); `run_all()` then
-runs every applicable check of the catalogue and returns the verdict, and `finish()` writes the baselines (when
-asked, and only from a run that passed) and the reports. The pytest plugin drives the same object: it only adapts
-options, collection, items and the exit status.
+`GateRun` has no pytest dependency. `GateRun.from_options(GateOptions(...))` validates everything a run needs before
+any engine starts; `run_all()` runs every applicable check of the catalogue and returns the verdict; `finish()` writes
+the baselines (when asked, only from a run that passed) and the reports. The pytest plugin drives the same object.
 
-Engines are loaded once per pair (with every arm of the pair's plans, the reference's included) and measurements
-made once per pair × workload; a failure is cached too, so every check that needs it reports the same reason
-instead of re-running a broken engine.
+Engines are loaded once per pair (with every arm of the pair's plans) and measurements made once per pair ×
+workload; a failure is cached too, so every check that needs it reports the same reason.
 """
 
 from __future__ import annotations
@@ -39,12 +36,13 @@ from specgate.config import (
     parse_selection,
     with_sla,
 )
-from specgate.engines.base import Engine, ExplainsDivergences, LoadShape
+from specgate.engines.base import Engine, ExplainsDivergences, LoadShape, ScoresPerplexity
 from specgate.errors import BaselineError, ConfigError
 from specgate.evaluation import Evaluation, evaluate
 from specgate.faults import FaultLog
 from specgate.hardware.fingerprint import Fingerprint, run_fingerprint
 from specgate.measure.monitor import ArmMonitor
+from specgate.measure.perplexity import measure_perplexity
 from specgate.measure.protocol import Measurement, StopRule, measure_plan
 from specgate.measure.workloads import load_workload
 from specgate.plan import Arm, MeasurementPlan, build_plan, engine_arms
@@ -237,6 +235,7 @@ class GateRun:
         finally:
             observation = monitor.finish()
         models = engine.models(plan.plain)
+        scores = isinstance(engine, ScoresPerplexity) and plan.ladder and workload.perplexity
         return evaluate(
             measurement,
             task=workload.task,
@@ -245,6 +244,8 @@ class GateRun:
             observation=observation,
             model_folder=models["target"].folder if "target" in models else None,
             explainer=engine if isinstance(engine, ExplainsDivergences) else None,
+            perplexity=measure_perplexity(engine, plan, prompts) if scores else None,  # type: ignore[arg-type]
+            gate_speed=workload.gate_speed,
         )
 
     def _stop_rule(self, plan: MeasurementPlan, workload: WorkloadConfig, prompts: int) -> StopRule | None:
@@ -415,12 +416,11 @@ class GateRun:
 
     def notices(self) -> list[str]:
         """What the verdict must say loudly whatever it is."""
-        if not self.inject_slowdown:
-            return []
-        return [
-            f"SELF-TEST: --inject-slowdown={self.inject_slowdown:g} added {self.inject_slowdown:.0%} to every decode "
-            "step of the candidate's arms on purpose: this verdict measures the gate's power, not the release"
-        ]
+        slowdown = self.inject_slowdown
+        return [] if not slowdown else [
+            f"SELF-TEST: --inject-slowdown={slowdown:g} added {slowdown:.0%} to every decode step of the candidate's "
+            "arms on purpose: this verdict measures the gate's power, not the release"
+        ]  # fmt: skip
 
     def verdict(self) -> Verdict:
         errors = [*self.errors, *self.faults.messages()]

@@ -108,6 +108,7 @@ def _pair(run: GateRun, name: str) -> list[str]:
         spec = require_engine(run.engine_name(name), name)
     except ConfigError as exc:
         return [str(exc)]
+    problems += _optimisations(run, name, spec.name)
     reference = run.reference_of(name)
     if reference is not None and reference not in run.project.pairs:
         return problems  # an unknown --reference is reported once, with the options
@@ -124,6 +125,14 @@ def _pair(run: GateRun, name: str) -> list[str]:
     elif spec.name == "openai":
         problems += _endpoints(run, name)
     return problems
+
+
+def _optimisations(run: GateRun, name: str, engine: str) -> list[str]:
+    """Each arm's quantization and batching is something this engine runs, with its library installed."""
+    from specgate.config.optimisation import check_support
+
+    pair = run.pair(name)
+    return [p for arm in pair.arms for p in check_support(arm.optimisation, engine, f"pairs.{name}.arms.{arm.name}")]
 
 
 def _endpoints(run: GateRun, name: str) -> list[str]:

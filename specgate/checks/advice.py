@@ -22,6 +22,8 @@ def _kind(check: Check) -> str:
     metric = split_key(check.name.split(":", 1)[-1])[1]
     if check.category == INFRASTRUCTURE:
         return "infrastructure"
+    if check.details.get("ladder"):
+        return "ladder"
     if check.category == SLA:
         return "sla"
     if outcome == "NOT COMPARABLE":
@@ -132,6 +134,12 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
         )
     if kind == "baseline":
         return f"baseline problem on {_where(first)}: {headline(first.message)}"
+    if kind == "ladder":
+        steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
+        return (
+            f"roll back ladder step(s) {steps} of {_where(first)} ({'; '.join(headline(c.message) for c in checks)}): "
+            "release the rung below it, or a milder setting of that optimisation"
+        )
     return f"{_where(first)}: {names} failed: {headline(first.message)}"
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from specgate.accuracy import SCORED_TASKS
-from specgate.checks import Check, drift, long_context, resources, sla
+from specgate.checks import Check, drift, ladder, long_context, resources, sla
 from specgate.checks.regression import latency_keys
 from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
 
@@ -68,12 +68,12 @@ class CheckSpec:
 
     name: str
     concern: str
-    per: Literal["workload", "arm", "metric"]
+    per: Literal["workload", "arm", "metric", "step"]
     compute: Compute
     speed: bool = False
     tasks: frozenset[str] | None = None
     long_only: bool = False
-    needs: Literal["content", "sampling"] | None = None
+    needs: Literal["content", "sampling", "perplexity"] | None = None
     metric_keys: Callable[[MeasurementPlan], tuple[str, ...]] | None = None
     reference_only: bool = False
 
@@ -90,11 +90,15 @@ class CheckSpec:
             return False
         if self.needs == "sampling" and workload.sampling is None:
             return False
+        if self.needs == "perplexity" and not workload.perplexity:
+            return False
         plan = context.plan(target.pair, target.workload)
         if self.reference_only and plan.reference is None:
             return False
         if self.per == "arm":
             return target.param in plan.gated
+        if self.per == "step":
+            return any(step.arm == target.param for step in plan.ladder)
         if self.per == "metric":
             return self.metric_keys is not None and target.param in self.metric_keys(plan)
         return True
@@ -146,6 +150,20 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "arm",
         lambda c, t: drift.sampled_distribution((t.pair, t.workload), _arm(t), c.sampled(t.pair, t.workload, _arm(t))),
         needs="sampling",
+    ),
+    CheckSpec(
+        "ladder_accuracy",
+        "ladder",
+        "step",
+        lambda c, t: ladder.ladder_accuracy(_eval(c, t), _arm(t)),
+        tasks=ANSWERED_TASKS,
+    ),
+    CheckSpec(
+        "ladder_perplexity",
+        "ladder",
+        "step",
+        lambda c, t: ladder.ladder_perplexity(_eval(c, t), _arm(t)),
+        needs="perplexity",
     ),
     CheckSpec(
         "not_slower_than_reference",
@@ -258,6 +276,8 @@ def params(entry: CheckSpec, plans: Sequence[MeasurementPlan]) -> list[str | Non
     for plan in plans:
         if entry.per == "metric":
             seen.update(dict.fromkeys(entry.metric_keys(plan) if entry.metric_keys is not None else ()))
+        elif entry.per == "step":
+            seen.update(dict.fromkeys(step.arm for step in plan.ladder))
         else:
             seen.update(dict.fromkeys(plan.gated))
     return list(seen)

@@ -229,4 +229,6 @@ def recommendations(evaluation: Evaluation, hardware: str, sla: SlaLimits) -> li
     for arm in evaluation.plan.gated:
         label = evaluation.plan.pair if arm == evaluation.plan.released else f"{evaluation.plan.pair}/{arm}"
         advice.extend(_recommend(label, hardware, evaluation.speedups.get(arm), evaluation.summaries[arm], sla))
-    return [*advice, *draft_length_advice(evaluation, hardware)]
+    from specgate.checks.ladder import ladder_advice
+
+    return [*advice, *draft_length_advice(evaluation, hardware), *ladder_advice(evaluation)]

@@ -17,9 +17,8 @@ from specgate.config.project import (
     Speculation,
     WorkloadConfig,
     load_project_config,
-    parse_selection,
 )
-from specgate.config.validation import did_you_mean
+from specgate.config.validation import did_you_mean, parse_selection
 
 __all__ = [
     "DEFAULT_ARMS",

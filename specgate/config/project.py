@@ -3,22 +3,28 @@
 Every problem is a `ConfigError` that names the file, the key, what is allowed and the closest match, so that the
 plugin turns it into a `pytest.UsageError` before anything runs.
 
-A pair is a target model with its speculation. It has two arms by default, `ar` (speculation off) and `spec`
-(the pair's speculation); `arms:` adds more, each the pair's configuration with a few keys changed. `reference:`
-names the pair whose configuration is released today: the gate then measures it beside this one and judges the
-regression on the two, measured on the same machine in the same run.
+A pair is a target model with its speculation: arms `ar` (speculation off), `spec`, and any under `arms:` (the pair
+with a few keys changed: speculation, quantization, batching; `ladder:` climbs them, `specgate.config.optimisation`).
+`reference:` names the pair released today, measured beside this one in the same run.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from specgate.accuracy import SCORED_TASKS
 from specgate.config.hardware import DTYPES, SLA_KEYS
+from specgate.config.optimisation import (
+    OPTIMISATION_KEYS,
+    LadderStepSpec,
+    Optimisation,
+    parse_ladder,
+    parse_optimisation,
+)
 from specgate.config.validation import (
     check_choice,
     check_keys,
@@ -52,13 +58,15 @@ class Speculation:
 
 @dataclass(frozen=True, slots=True)
 class ArmSpec:
-    """An arm of a pair: a name and the configuration it measures (`speculation` None: plain decoding)."""
+    """An arm of a pair: a name and the configuration it measures (`speculation` None: plain decoding;
+    `optimisation`: KV-cache and weight quantization, batching)."""
 
     name: str
     target: str
     speculation: Speculation | None
     dtype: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    optimisation: Optimisation = field(default_factory=Optimisation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +83,7 @@ class PairConfig:
     sla: Mapping[str, float] = field(default_factory=dict)
     reference: str | None = None
     extra_arms: tuple[ArmSpec, ...] = ()
+    ladder: tuple[LadderStepSpec, ...] = ()
 
     @property
     def arms(self) -> tuple[ArmSpec, ...]:
@@ -118,6 +127,7 @@ class WorkloadConfig:
     task: str = "generate"
     gate_speed: bool = True
     long: bool = False
+    perplexity: bool = False
     repetitions: int | None = None
     template: str | None = None
     default: bool = False
@@ -202,7 +212,7 @@ def _dtype(value: Any, source: str, key: str) -> str | None:
     return None if value is None else check_choice(value, DTYPES, source, key)
 
 
-ARM_KEYS = ("speculation", "target", "dtype", "options", "description")
+ARM_KEYS = ("speculation", "target", "dtype", "options", "description", *OPTIMISATION_KEYS)
 
 
 def _extra_arms(data: Any, pair: PairConfig, source: str) -> tuple[ArmSpec, ...]:
@@ -232,12 +242,13 @@ def _extra_arms(data: Any, pair: PairConfig, source: str) -> tuple[ArmSpec, ...]
                 speculation=speculation,
                 dtype=_dtype(values.get("dtype", pair.dtype), source, f"{key}.dtype"),
                 options=dict(mapping(values.get("options", {}), source, f"{key}.options")),
+                optimisation=parse_optimisation(values, source, key),
             )
         )
     return tuple(arms)
 
 
-PAIR_KEYS = ("target", "speculation", "dtype", "engine", "default", "description", "sla", "reference", "arms")
+PAIR_KEYS = ("target", "speculation", "dtype", "engine", "default", "description", "sla", "reference", "arms", "ladder")
 
 
 def _pair(name: str, data: Any, source: str) -> PairConfig:
@@ -265,10 +276,13 @@ def _pair(name: str, data: Any, source: str) -> PairConfig:
         sla={k: float(typed(v, (int, float), source, f"{where}.sla.{k}")) for k, v in sla_raw.items()},
         reference=None if reference is None else str(typed(reference, str, source, f"{where}.reference")),
     )
-    if "arms" in raw:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if "arms" in raw:
         pair = replace(pair, extra_arms=_extra_arms(raw["arms"], pair, source))
+    if "ladder" in raw:
+        names = tuple(a.name for a in pair.arms)
+        pair = replace(pair, ladder=parse_ladder(raw["ladder"], names, source, f"{where}.ladder"))
     return pair
 
 
@@ -351,6 +365,7 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
         task=check_choice(raw.get("task", "generate"), TASKS, source, f"{where}.task"),
         gate_speed=bool(typed(raw.get("gate_speed", True), bool, source, f"{where}.gate_speed")),
         long=bool(typed(raw.get("long", False), bool, source, f"{where}.long")),
+        perplexity=bool(typed(raw.get("perplexity", False), bool, source, f"{where}.perplexity")),
         template=None if template is None else str(typed(template, str, source, f"{where}.template")),
         repetitions=_positive_int(raw, "repetitions", None, source, where),
         default=bool(typed(raw.get("default", False), bool, source, f"{where}.default")),
@@ -424,25 +439,3 @@ def load_project_config(path: Path) -> ProjectConfig:
         gate=_gate(raw.get("gate", {}), source),
         source=path,
     )
-
-
-def parse_selection(option: str, values: Sequence[str] | None, known: Sequence[str], default: list[str]) -> list[str]:
-    """Validate a `--pair`/`--workload` selection (repeatable, comma-separated) against the config."""
-    if not values:
-        return default
-    chosen: list[str] = []
-    for value in values:
-        for name in (v.strip() for v in value.split(",")):
-            if not name:
-                continue
-            if name == "all":
-                chosen.extend(n for n in known if n not in chosen)
-                continue
-            if name not in known:
-                raise ConfigError(
-                    f"--{option}={name!r} is not in the project config.{did_you_mean(name, known)} "
-                    f"Known: {', '.join(known)}, or 'all'."
-                )
-            if name not in chosen:
-                chosen.append(name)
-    return chosen

@@ -8,7 +8,17 @@ from typing import Any
 
 from specgate.errors import ConfigError, did_you_mean
 
-__all__ = ["check_choice", "check_keys", "did_you_mean", "fail", "mapping", "number", "read_yaml", "typed"]
+__all__ = [
+    "check_choice",
+    "check_keys",
+    "did_you_mean",
+    "fail",
+    "mapping",
+    "number",
+    "parse_selection",
+    "read_yaml",
+    "typed",
+]
 
 
 def fail(source: str, key: str, message: str) -> ConfigError:
@@ -73,3 +83,25 @@ def read_yaml(path: Path) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}. Fix the syntax at the line shown.") from exc
+
+
+def parse_selection(option: str, values: Sequence[str] | None, known: Sequence[str], default: list[str]) -> list[str]:
+    """Validate a `--pair`/`--workload` selection (repeatable, comma-separated) against the config."""
+    if not values:
+        return default
+    chosen: list[str] = []
+    for value in values:
+        for name in (v.strip() for v in value.split(",")):
+            if not name:
+                continue
+            if name == "all":
+                chosen.extend(n for n in known if n not in chosen)
+                continue
+            if name not in known:
+                raise ConfigError(
+                    f"--{option}={name!r} is not in the project config.{did_you_mean(name, known)} "
+                    f"Known: {', '.join(known)}, or 'all'."
+                )
+            if name not in chosen:
+                chosen.append(name)
+    return chosen

@@ -6,7 +6,8 @@ traces in `specgate.measure.metrics`, so every engine is measured the same way.
 
 Optional capabilities are small protocols an engine may also satisfy, checked with `isinstance`:
 `ExplainsDivergences` (the target's logit margin at a divergence), `SamplesOutputs` (seeded sampled outputs for
-the distribution test) and `ServedEngine` (what a served endpoint reported about each run).
+the distribution test), `ScoresPerplexity` (perplexity on long documents, the ladder's) and `ServedEngine` (what a
+served endpoint reported about each run).
 """
 
 from __future__ import annotations
@@ -176,6 +177,14 @@ class SamplesOutputs(Protocol):
         temperature: float = 0.7,
         top_p: float = 0.95,
     ) -> list[tuple[int, ...]]: ...
+
+
+@runtime_checkable
+class ScoresPerplexity(Protocol):
+    """Scores documents in one arm: per text, the summed negative log-likelihood of its tokens (after the first, up
+    to `max_tokens`) and how many were scored, read through the arm's own weights and KV cache."""
+
+    def perplexity(self, arm: str, texts: Sequence[str], *, max_tokens: int) -> list[tuple[float, int]]: ...
 
 
 @runtime_checkable

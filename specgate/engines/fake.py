@@ -32,7 +32,9 @@ class FakeBehaviour:
     `acceptance` is the probability that each draft token is accepted (a draft stops at its first rejection), and
     `draft` names the draft: another draft accepts other tokens, even at the same rate;
     `tail_share` of the requests (chosen per prompt and repetition, the same in every arm) take `tail_factor` times
-    longer in the speculative candidate arms, and the others a little less, so that the mean is unchanged."""
+    longer in the speculative candidate arms, and the others a little less, so that the mean is unchanged;
+    `wrong_share` of the prompts (chosen per prompt, in any arm) get other tokens after the first (a quantized arm
+    that answers worse); `perplexity` is what the arm scores on every document."""
 
     ttft_ms: float = 300.0
     tpot_ms: float = 20.0
@@ -46,6 +48,8 @@ class FakeBehaviour:
     tail_share: float = 0.0
     tail_factor: float = 1.0
     draft: int = 0
+    wrong_share: float = 0.0
+    perplexity: float = 10.0
 
 
 def _digest(text: str) -> int:
@@ -174,7 +178,15 @@ class FakeEngine:
     def _token(prompt: Prompt, position: int, b: FakeBehaviour | None = None, *, speculative: bool = False) -> int:
         if speculative and b is not None and b.wrong_token_at == position:
             return 0
-        return (_digest(prompt.id) * 31 + position * 7) % 1000 + 1
+        shift = 0
+        if b is not None and b.wrong_share and np.random.default_rng([_digest(prompt.id), 11]).random() < b.wrong_share:
+            shift = 1
+        return (_digest(prompt.id) * 31 + position * 7 + shift) % 1000 + 1
+
+    def perplexity(self, arm: str, texts: Sequence[str], *, max_tokens: int) -> list[tuple[float, int]]:
+        """Every document scores the arm's `perplexity` (one token per word)."""
+        value = self._behaviour(arm).perplexity
+        return [(float(np.log(value)) * n, n) for n in (min(len(t.split()), max_tokens) for t in texts)]
 
     def versions(self) -> Mapping[str, str]:
         return {"engine": "fake (tests only)"}

@@ -27,6 +27,13 @@ from typing import Any
 
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
+from specgate.engines.optimisations import (
+    inference_context,
+    kv_cache_kwargs,
+    new_cache,
+    quantize_weights,
+    score_document,
+)
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.models import ResolvedModel, resolve
 from specgate.plan import Arm
@@ -136,7 +143,7 @@ class TransformersEngine:
         self._base_dir = base_dir
         self._device = "cpu"
         self._steps = _StepCounter()
-        self._targets: dict[tuple[str, str], Any] = {}
+        self._targets: dict[tuple[str, str, Any], Any] = {}
         self._tokenizers: dict[str, Any] = {}
         self._drafts: dict[tuple[str, int | None, str, str], tuple[Any, ResolvedModel, float]] = {}
         self._arms: dict[str, _Setup] = {}
@@ -161,7 +168,7 @@ class TransformersEngine:
         for arm in arms:
             self._arms[arm.name] = self._setup(arm)
 
-    def _target(self, reference: str, dtype: str) -> tuple[Any, Any, ResolvedModel]:
+    def _target(self, reference: str, dtype: str, weights: Any = None) -> tuple[Any, Any, ResolvedModel]:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -169,21 +176,28 @@ class TransformersEngine:
         folder = str(resolved.folder)
         if folder not in self._tokenizers:
             self._tokenizers[folder] = AutoTokenizer.from_pretrained(folder)
-        if (folder, dtype) not in self._targets:
+        key = (folder, dtype, weights)  # a weight-quantized arm holds its own quantized copy of the target
+        if key not in self._targets:
             model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
             model = model.to(self._device).eval()
+            if weights is not None:
+                model = quantize_weights(model, weights)
             self._steps.instrument(model)
-            self._targets[(folder, dtype)] = model
-        return self._targets[(folder, dtype)], self._tokenizers[folder], resolved
+            self._targets[key] = model
+        return self._targets[key], self._tokenizers[folder], resolved
 
     def _setup(self, arm: Arm) -> _Setup:
-        model, tokenizer, target = self._target(arm.target, arm.dtype)
+        model, tokenizer, target = self._target(arm.target, arm.dtype, arm.optimisation.weights)
         setup = _Setup(arm, model, tokenizer, str(target.folder), models={"target": target})
+        if arm.optimisation.batching is not None:
+            raise EngineUnavailableError(f"arm {arm.name!r}: the transformers engine runs one request at a time")
+        kv = arm.optimisation.kv_cache
+        setup.kwargs = {} if kv is None else kv_cache_kwargs(kv)
         spec = arm.speculation
         if spec is None:
             return setup
         if spec.method == "prompt_lookup":
-            setup.kwargs = {"prompt_lookup_num_tokens": spec.num_tokens, "max_matching_ngram_size": spec.max_ngram}
+            setup.kwargs |= {"prompt_lookup_num_tokens": spec.num_tokens, "max_matching_ngram_size": spec.max_ngram}
             setup.cost_ratio = 0.0
             return setup
         if spec.method != "draft_model" or spec.draft is None:
@@ -192,7 +206,7 @@ class TransformersEngine:
                 "transformers engine (it supports prompt_lookup and draft_model). Use --engine=vllm for EAGLE/MTP."
             )
         draft, resolved, cost = self._draft(arm, model, target, tokenizer)
-        setup.kwargs = {"assistant_model": draft}
+        setup.kwargs |= {"assistant_model": draft}
         setup.models["draft"] = resolved
         setup.cost_ratio = cost
         return setup
@@ -266,7 +280,7 @@ class TransformersEngine:
             "attention_mask": torch.ones_like(ids),
             **setup.kwargs,
         }
-        with torch.inference_mode():
+        with inference_context(setup.model):
             return setup.model.generate(ids, streamer=clock, **kwargs)
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
@@ -346,7 +360,7 @@ class TransformersEngine:
             "pad_token_id": setup.tokenizer.pad_token_id or setup.tokenizer.eos_token_id,
         }
         outputs: list[tuple[int, ...]] = []
-        with torch.inference_mode():
+        with inference_context(setup.model):
             if not setup.kwargs:
                 torch.manual_seed(seeds[0])
                 batch = ids.repeat(len(seeds), 1)
@@ -365,9 +379,18 @@ class TransformersEngine:
         setup = self._arm(arm)
         tail = torch.tensor([prefix], dtype=torch.long, device=self._device)
         ids = torch.cat([self._encode(setup, prompt), tail], dim=1)
-        with torch.inference_mode():
+        with inference_context(setup.model):
             logits = setup.model(ids).logits[0, -1].float()
         return float(logits[token_a] - logits[token_b])
+
+    def perplexity(self, arm: str, texts: Sequence[str], *, max_tokens: int) -> list[tuple[float, int]]:
+        """Per document, (summed NLL, tokens scored) through the arm's weights and KV cache (no chat template)."""
+        setup = self._arm(arm)
+        scores = []
+        for text in texts:
+            ids = setup.tokenizer(text, return_tensors="pt")["input_ids"][:, :max_tokens].to(self._device)
+            scores.append(score_document(setup.model, ids, new_cache(setup.model, setup.arm.optimisation.kv_cache)))
+        return scores
 
     def models(self, arm: str) -> Mapping[str, ResolvedModel]:
         return dict(self._arm(arm).models)

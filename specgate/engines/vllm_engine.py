@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from specgate.config import HardwareProfile, Speculation
+from specgate.config.optimisation import Optimisation
 from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace, arrival_offsets
 from specgate.engines.counters import counters_delta
 from specgate.engines.vllm_io import (
@@ -176,6 +177,9 @@ class VllmEngine:
         """Run the prompts in `arm` under `load` (default: latency mode, one request at a time); counters are the
         differences around the timed requests."""
         setup = self._setup(arm)
+        batching = setup.arm.optimisation.batching
+        if batching is not None:  # a continuous-batching arm offers its own number of requests at a time
+            load = LoadShape(concurrency=batching.concurrency)
         encoded = [self._encode(setup, prompt) for prompt in prompts]
         needed = max((len(ids) + p.max_new_tokens for p, ids in zip(prompts, encoded, strict=True)), default=0)
         with third_party_warnings_ignored():
@@ -224,6 +228,7 @@ class VllmEngine:
         }
         if self._max_num_seqs is not None:
             args["max_num_seqs"] = self._max_num_seqs
+        args.update(optimisation_arguments(setup.arm.optimisation))
         kv_bytes = self._kv_cache_bytes
         if kv_bytes is None and self._backend == "cpu" and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
             kv_bytes = CPU_KV_CACHE_BYTES
@@ -347,3 +352,16 @@ class VllmEngine:
     def close(self) -> None:
         self._shutdown_llm()
         self._inputs.clear()
+
+
+def optimisation_arguments(optimisation: Optimisation) -> dict[str, Any]:
+    """`vllm.LLM` arguments of an arm's `kv_cache:`, `weights:` and `batching:` (`kv_cache_dtype`, `quantization`,
+    `max_num_seqs`)."""
+    args: dict[str, Any] = {}
+    if optimisation.kv_cache is not None:
+        args["kv_cache_dtype"] = optimisation.kv_cache.dtype
+    if optimisation.weights is not None:
+        args["quantization"] = optimisation.weights.dtype
+    if optimisation.batching is not None:
+        args["max_num_seqs"] = optimisation.batching.max_num_seqs
+    return args

@@ -177,6 +177,13 @@ def attach_evaluation(evaluation: Evaluation, run: GateRun) -> None:
     drift = drift_html(evaluation)
     if drift is not None:
         allure.attach(drift, name="Drift: first divergences side by side", attachment_type=kind.HTML)
+    if record.ladder:
+        from specgate.reports.ladder_table import ladder_html, pareto_png
+
+        allure.attach(ladder_html(record), name="Speed-versus-accuracy ladder", attachment_type=kind.HTML)
+        png = pareto_png(record)
+        if png is not None:
+            allure.attach(png, name="Ladder: speed vs accuracy (Pareto front)", attachment_type=kind.PNG)
 
 
 class AllureGate:

@@ -25,6 +25,7 @@ from specgate.evaluation import Divergence, Evaluation
 from specgate.hardware.energy import EnergyReport
 from specgate.hardware.fingerprint import Fingerprint
 from specgate.hardware.roofline import Roofline
+from specgate.ladder import LadderRow
 from specgate.measure.metrics import ArmSummary, Speedup
 from specgate.measure.stepcosts import SpeedupExplanation
 from specgate.reports.provenance import CommitInfo, commit_info, machine_info
@@ -78,6 +79,7 @@ class EvaluationRecord:
     notes: tuple[str, ...] = ()
     rounds: int = 0
     fingerprint: Fingerprint | None = None
+    ladder: tuple[LadderRow, ...] = ()
 
     def arm(self, name: str) -> ArmRecord:
         return next(a for a in self.arms if a.name == name)
@@ -163,6 +165,7 @@ def evaluation_record(evaluation: Evaluation, fingerprint: Fingerprint | None = 
         notes=plan.notes,
         rounds=m.rounds,
         fingerprint=fingerprint,
+        ladder=evaluation.ladder,
     )
 
 

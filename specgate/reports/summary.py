@@ -13,6 +13,8 @@ from pathlib import Path
 
 from specgate.checks import Check
 from specgate.reports.document import VerdictDocument
+from specgate.reports.ladder_table import HEADERS as LADDER_HEADERS
+from specgate.reports.ladder_table import cells, decision_lines
 from specgate.reports.tables import KEY_METRIC_HEADERS, key_metrics
 from specgate.reports.waterfall import waterfall_markdown
 from specgate.store.atomic import write_atomic
@@ -46,6 +48,17 @@ def _metrics(document: VerdictDocument) -> list[str]:
     if not rows:
         return ["", "### Key metrics", "", "No measurement completed."]
     return ["", "### Key metrics", "", *_table(("pair", "workload", "arm", *KEY_METRIC_HEADERS), rows)]
+
+
+def _ladder(document: VerdictDocument) -> list[str]:
+    records = [r for r in document.evaluations if r.ladder]
+    if not records:
+        return []
+    lines = ["", "### Speed-versus-accuracy ladder", ""]
+    for record in records:
+        lines += [f"**{record.pair} / {record.workload}**", ""]
+        lines += [*_table(LADDER_HEADERS, [cells(row) for row in record.ladder]), ""]
+    return lines + [f"- {line}" for line in decision_lines(document)]
 
 
 def _advice(verdict: VerdictDocument) -> list[str]:
@@ -90,7 +103,7 @@ def summary_markdown(document: VerdictDocument, links: Sequence[tuple[str, str]]
     ]
     if verdict.errors:
         lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in verdict.errors)])
-    lines.extend([*_metrics(document), *waterfall_markdown(document), *_advice(verdict)])
+    lines.extend([*_metrics(document), *_ladder(document), *waterfall_markdown(document), *_advice(verdict)])
     lines.extend(_all_checks(verdict.checks) if all_checks else [])
     return "\n".join(lines) + "\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from specgate.checks.advice import headline
 from specgate.hardware.energy import GIB, percent
 from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
+from specgate.reports.ladder_table import decision_lines, terminal_lines
 from specgate.reports.waterfall import waterfall_lines
 
 
@@ -96,6 +97,8 @@ def verdict_lines(document: VerdictDocument) -> list[str]:
         for arm in record.arms:
             if arm.explanation is not None and not arm.reference:
                 lines.extend(waterfall_lines(arm.explanation))
+        lines.extend(terminal_lines(record))
+    lines.extend(decision_lines(document))
     lines.extend(f"FAILED {c.key}: {headline(c.message, HEADLINE_CHARS)}" for c in document.failed)
     lines.extend(f"ERROR {e}" for e in document.errors)
     lines.extend(f"RECOMMENDATION: {r}" for r in document.recommendations)

@@ -19,6 +19,8 @@ from specgate.accuracy import TaskAccuracy
 from specgate.config import Speculation
 from specgate.evaluation import Evaluation
 from specgate.hardware.fingerprint import Fingerprint
+from specgate.ladder import LadderRow
+from specgate.measure.perplexity import Perplexity
 from specgate.measure.samples import ArmSamples
 from specgate.plan import Arm, MeasurementPlan
 
@@ -31,7 +33,9 @@ class RunRecord:
     measured under and `limits` the SLA limits it was judged with; `prompts` the workload's prompt ids in order;
     `released` the arm a PASS releases and `plain_of` each speculative arm's plain-decoding arm (the plan's shape);
     `probes` the one-token TTFT probes of each arm (reference mode), which feed TTFT comparisons only; `pool` the
-    acceptance pool's requests of each arm (prompts after the timed ones), which feed acceptance only."""
+    acceptance pool's requests of each arm (prompts after the timed ones), which feed acceptance only; `ladder` the
+    pair's ladder on this workload (each step's speed gain, memory, accuracy, perplexity and verdict) and
+    `perplexity` each arm's on long documents, so that a later run is compared with it step by step."""
 
     hardware: str
     pair: str
@@ -52,6 +56,8 @@ class RunRecord:
     plain_of: Mapping[str, str] = field(default_factory=dict)
     probes: Mapping[str, ArmSamples] = field(default_factory=dict)
     pool: Mapping[str, ArmSamples] = field(default_factory=dict)
+    ladder: tuple[LadderRow, ...] = ()
+    perplexity: Mapping[str, Perplexity] = field(default_factory=dict)
 
     def ttft_view(self, arm: str) -> ArmSamples:
         """An arm's samples with its TTFT probes: what TTFT comparisons read."""
@@ -114,6 +120,8 @@ def record_run(
         plain_of={arm: plain for arm, plain in m.plan.speedups if arm in names and plain in names},
         probes={arm: samples for arm, samples in evaluation.probes.items() if arm in names},
         pool={arm: samples for arm, samples in evaluation.pool.items() if arm in names},
+        ladder=tuple(row for row in evaluation.ladder if row.arm in names),
+        perplexity={arm: value for arm, value in evaluation.perplexity.items() if arm in names},
     )
 
 

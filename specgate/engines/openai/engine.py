@@ -267,9 +267,12 @@ class OpenAIEngine:
         self, prompts: Sequence[Prompt], arm: str, repetition: int, load: LoadShape | None
     ) -> tuple[ArmRun, ServedRun]:
         httpx = _import_httpx()
-        _, s, root = self._arm(arm)
+        configured, s, root = self._arm(arm)
         if load is not None:  # the workload's load shape overrides the pair's options
             s = dataclasses.replace(s, concurrency=load.concurrency, request_rate=load.request_rate)
+        batching = configured.optimisation.batching
+        if batching is not None:  # a batching arm is its endpoint under its own concurrency
+            s = dataclasses.replace(s, concurrency=batching.concurrency, request_rate=None)
         origin, headers = Origin.of(root), self._headers()
         share = Share(  # every request body encoded before the clock starts
             root=root,

@@ -1,0 +1,86 @@
+"""The ladder's checks: each rung of a pair's `ladder:` against full precision (`specgate.ladder`).
+
+`ladder_accuracy` blocks a rung whose task accuracy fell more than its `max_accuracy_drop` below full precision's
+(the evidence: both accuracies, the paired drop with its 95 % CI, the exact McNemar test, the previous rung);
+`ladder_perplexity` blocks one whose perplexity on long documents rose more than its `max_perplexity_rise`. Both
+recommend rolling that rung back. A rung that does not pay is not a failure of the release: `ladder_advice` says it
+is not worth it.
+"""
+
+from __future__ import annotations
+
+from specgate.checks import DRIFT, Check, check
+from specgate.evaluation import Evaluation
+from specgate.ladder import NOT_WORTH_IT, LadderRow
+
+
+def _row(evaluation: Evaluation, arm: str) -> LadderRow | None:
+    return next((r for r in evaluation.ladder if r.arm == arm), None)
+
+
+def _ci(row: LadderRow) -> str:
+    if row.accuracy_drop_ci is None:
+        return ""
+    low, high = row.accuracy_drop_ci
+    return f", 95% CI {low * 100:+.1f}…{high * 100:+.1f} pts"
+
+
+def ladder_accuracy(evaluation: Evaluation, arm: str) -> Check:
+    """A rung may not lose more than its limit of task accuracy against full precision."""
+    row, name = _row(evaluation, arm), "ladder_accuracy"
+    details = {"ladder": True, "step": arm}
+    if row is None or row.limits is None or row.accuracy is None or row.accuracy_drop is None:
+        message = f"BLOCK: ladder step {arm!r} has no task accuracy to compare with full precision"
+        return check(name, evaluation.where, DRIFT, False, message, arm=arm, details=details)
+    limit = row.limits.max_accuracy_drop
+    passed = row.accuracy_drop <= limit + 1e-12
+    full = evaluation.ladder[0]
+    mcnemar = (
+        ""
+        if row.mcnemar_p is None
+        else f"; McNemar exact p={row.mcnemar_p:.2g}: {row.broken} broken, {row.fixed} fixed"
+    )
+    message = (
+        f"step {row.step} {arm} ({row.description}): accuracy {row.accuracy:.1%} vs full precision "
+        f"{full.accuracy or 0:.1%}, drop {row.accuracy_drop * 100:.1f} pts{_ci(row)} {'≤' if passed else '>'} max "
+        f"{limit * 100:.1f} pts (n={row.accuracy_n}{mcnemar})"
+        + ("" if passed else f"; roll back step {row.step} ({arm})")
+    )
+    return check(
+        name, evaluation.where, DRIFT, passed, message, observed=row.accuracy_drop, limit=limit, n=row.accuracy_n,
+        ci=row.accuracy_drop_ci, baseline=full.accuracy, arm=arm, details=details,
+    )  # fmt: skip
+
+
+def ladder_perplexity(evaluation: Evaluation, arm: str) -> Check:
+    """A rung may not raise perplexity on long documents by more than its limit."""
+    row, name = _row(evaluation, arm), "ladder_perplexity"
+    details = {"ladder": True, "step": arm}
+    if row is None or row.limits is None or row.perplexity is None or row.perplexity_rise is None:
+        message = f"BLOCK: ladder step {arm!r} has no perplexity to compare (does the engine score documents?)"
+        return check(name, evaluation.where, DRIFT, False, message, arm=arm, details=details)
+    limit = row.limits.max_perplexity_rise
+    passed = row.perplexity_rise <= limit
+    scored = evaluation.perplexity.get(arm)
+    size = "" if scored is None else f" ({scored.documents} documents, {scored.tokens} tokens)"
+    full = evaluation.ladder[0].perplexity or 0.0
+    message = (
+        f"step {row.step} {arm} ({row.description}): perplexity {row.perplexity:.3f} vs full precision {full:.3f}"
+        f"{size}, rise {row.perplexity_rise:+.3f} {'≤' if passed else '>'} max {limit:.2f}"
+        + ("" if passed else f"; roll back step {row.step} ({arm})")
+    )
+    return check(
+        name, evaluation.where, DRIFT, passed, message, observed=row.perplexity_rise, limit=limit,
+        baseline=full, arm=arm, details=details,
+    )  # fmt: skip
+
+
+def ladder_advice(evaluation: Evaluation) -> list[str]:
+    """ "Not worth it" for each rung that does not pay on this workload."""
+    pair, workload = evaluation.where
+    return [
+        f"ladder step {row.step} {row.arm} on {pair}/{workload} is not worth it: {'; '.join(row.reasons)} — drop it "
+        "from the release, or measure it where it pays (longer sequences, more requests in flight)"
+        for row in evaluation.ladder
+        if row.verdict == NOT_WORTH_IT
+    ]

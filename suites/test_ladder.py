@@ -1,0 +1,21 @@
+"""The speed-versus-accuracy ladder: each rung of a pair's `ladder:` (KV-cache and weight quantization, batching,
+speculation, stacked) against full precision — task accuracy on reference answers, perplexity on long documents.
+Speed, memory and latency per rung are in the ladder table; a rung that does not pay is reported as not worth it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specgate.evaluation import Evaluation
+from specgate.plugin import GateCheck
+
+
+@pytest.mark.specgate_check("ladder_accuracy")
+def test_ladder_step_keeps_accuracy(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()
+
+
+@pytest.mark.specgate_check("ladder_perplexity")
+def test_ladder_step_keeps_perplexity(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()

@@ -1,0 +1,279 @@
+"""The speed-versus-accuracy ladder: optimisation arms in the config (usage errors for what an engine cannot run),
+the ladder's gate logic on the seeded FakeEngine (a rung that loses accuracy is rolled back, one that does not pay is
+not worth it, one that does neither passes), its statistics, and its reports rebuilt from `verdict.json`."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import evaluation_of
+from specgate.accuracy import TaskAccuracy
+from specgate.cli import main
+from specgate.config import load_project_config
+from specgate.config.optimisation import LadderLimits
+from specgate.errors import ConfigError
+from specgate.ladder import NOT_WORTH_IT, PASS, ROLL_BACK, LadderRow, accuracy_drop, judge_row
+from specgate.reports.ladder_table import pareto_front
+from specgate.run import GateOptions, GateRun
+
+MAX_NEW_TOKENS = 8
+
+LADDER_CONFIG = """
+pairs:
+  fake-pair:
+    target: model
+    speculation: {method: prompt_lookup, num_tokens: 4}
+    default: true
+    arms:
+      kv-int4: {speculation: null, kv_cache: {dtype: int4}}
+      w-int8: {speculation: null, weights: {dtype: int8}}
+      w-int2: {speculation: null, weights: {dtype: int2, library: quanto}}
+    ladder:
+      steps: [kv-int4, w-int8, {arm: w-int2, max_accuracy_drop: 0.05}]
+      min_speed_gain: 1.05
+workloads:
+  docs:
+    path: workloads/docs.jsonl
+    max_new_tokens: 32
+    default: true
+  math:
+    path: workloads/math.jsonl
+    task: numeric
+    gate_speed: false
+    repetitions: 1
+    max_new_tokens: MAX_NEW_TOKENS
+    default: true
+  long:
+    path: workloads/docs.jsonl
+    perplexity: true
+    gate_speed: false
+    repetitions: 1
+    max_new_tokens: 4
+    default: true
+gate:
+  repetitions: 2
+  warmup: 1
+  min_samples: 4
+""".replace("MAX_NEW_TOKENS", str(MAX_NEW_TOKENS))
+
+# kv-int4: as fast as full precision (does not pay); w-int8: faster and as accurate; w-int2: faster, but half of
+# the problems answered wrongly and a higher perplexity.
+LADDER_CONFTEST = """
+import pytest
+from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.plugin import RUN_KEY
+
+PER_ARM = {
+    "kv-int4": FakeBehaviour(perplexity=10.2),
+    "w-int8": FakeBehaviour(tpot_ms=14.0, ttft_ms=250.0, perplexity=10.3),
+    "w-int2": FakeBehaviour(tpot_ms=10.0, ttft_ms=200.0, wrong_share=0.5, perplexity=31.0),
+}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.engine_factory = lambda name, base: FakeEngine(FakeBehaviour(), seed=3, per_arm=PER_ARM)
+"""
+
+
+def _answer(prompt_id: str) -> int:
+    """The fake engine's last token for this prompt (its full-precision output's final number)."""
+    return (zlib.crc32(prompt_id.encode()) * 31 + (MAX_NEW_TOKENS - 1) * 7) % 1000 + 1
+
+
+@pytest.fixture
+def ladder_project(gate_project: Callable[..., Path], pytester: pytest.Pytester) -> Path:
+    root = gate_project(config=LADDER_CONFIG)
+    problems = [{"id": f"m{i}", "prompt": f"problem {i}", "reference": str(_answer(f"m{i}"))} for i in range(40)]
+    (root / "workloads" / "math.jsonl").write_text("\n".join(json.dumps(p) for p in problems) + "\n")
+    pytester.makeconftest(LADDER_CONFTEST)
+    return root
+
+
+def test_the_ladder_rolls_back_a_step_that_loses_accuracy_and_passes_one_that_does_not(
+    pytester: pytest.Pytester, ladder_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = pytester.runpytest("suites/test_sla.py", "suites/test_ladder.py", "-v")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    for item in (
+        "accuracy?fake-pair-math-kv-int4? PASSED",
+        "accuracy?fake-pair-math-w-int8? PASSED",
+        "accuracy?fake-pair-math-w-int2? FAILED",
+        "perplexity?fake-pair-long-w-int8? PASSED",
+        "perplexity?fake-pair-long-w-int2? FAILED",
+    ):
+        result.stdout.fnmatch_lines([f"*test_ladder_step_keeps_{item}*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*ladder fake-pair / docs:*",
+            "*step*arm*speed gain (95% CI)*verdict*",
+            "*ladder decision fake-pair / kv-int4: NOT WORTH IT (docs: speed gain *",
+            "*ladder decision fake-pair / w-int8: PASS*",
+            "*ladder decision fake-pair / w-int2: ROLL BACK (math: accuracy drop * pts > 5.0 pts*",
+            "*RECOMMENDATION: roll back ladder step(s) w-int2 of fake-pair/math*",
+            "*RECOMMENDATION: ladder step 1 kv-int4 on fake-pair/docs is not worth it*",
+        ]
+    )
+    verdict = json.loads((ladder_project / "reports" / "verdict.json").read_text())
+    rows = {r["arm"]: r for r in evaluation_of(verdict, "fake-pair", "math")["ladder"]}
+    assert list(rows) == ["ar", "kv-int4", "w-int8", "w-int2"]
+    dropped = rows["w-int2"]
+    assert dropped["verdict"] == ROLL_BACK and dropped["accuracy_n"] == 40 and rows["ar"]["accuracy"] == 1.0
+    assert 0.3 < dropped["accuracy_drop"] < 0.7 and dropped["accuracy_drop_ci"][0] > 0.05
+    assert dropped["mcnemar_p"] < 0.001 and dropped["fixed"] == 0 and dropped["agreement"] < 0.7
+    assert rows["w-int8"]["accuracy_drop"] == 0.0 and rows["w-int8"]["agreement"] == 1.0
+    docs = {r["arm"]: r for r in evaluation_of(verdict, "fake-pair", "docs")["ladder"]}
+    assert docs["w-int8"]["speed_gain"] > 1.2 and docs["w-int8"]["speed_gain_ci"][0] > 1.05
+    assert docs["kv-int4"]["verdict"] == NOT_WORTH_IT and docs["w-int8"]["verdict"] == PASS
+    long = {r["arm"]: r for r in evaluation_of(verdict, "fake-pair", "long")["ladder"]}
+    assert long["w-int2"]["perplexity_rise"] == pytest.approx(21.0) and long["kv-int4"]["verdict"] == PASS
+    # the ladder is stored with the run, in the baselines' format, and reads back step by step
+    from specgate.store.baselines import load_baseline
+
+    stored = load_baseline(ladder_project / "reports" / "runs" / "cpu" / "fake-pair" / "math.json").runs[0]
+    assert [r.arm for r in stored.ladder] == list(rows) and stored.ladder[3].verdict == ROLL_BACK
+    assert set(stored.accuracy) >= {"kv-int4", "w-int8", "w-int2"}
+    summary = (ladder_project / "reports" / "summary.md").read_text()
+    assert "### Speed-versus-accuracy ladder" in summary and "| 3 | w-int2 |" in summary
+    # every ladder report is rebuilt from verdict.json alone
+    (ladder_project / "reports" / "summary.md").unlink()
+    capsys.readouterr()
+    assert main(["report", "--verdict", str(ladder_project / "reports" / "verdict.json"), "--results", "none"]) == 0
+    assert (ladder_project / "reports" / "summary.md").read_text() == summary
+    assert "ladder decision fake-pair / w-int2: ROLL BACK" in capsys.readouterr().out
+
+
+def test_the_ladder_is_in_the_allure_results_with_its_pareto_plot(
+    pytester: pytest.Pytester, ladder_project: Path
+) -> None:
+    pytest.importorskip("allure")
+    pytester.runpytest("suites/test_ladder.py", "--alluredir=allure")
+    names = {
+        a["name"]
+        for f in (ladder_project / "allure").glob("*-result.json")
+        for a in _attachments(json.loads(f.read_text()))
+    }
+    containers = [json.loads(f.read_text()) for f in (ladder_project / "allure").glob("*-container.json")]
+    names |= {a["name"] for c in containers for fixture in c.get("befores", []) for a in _attachments(fixture)}
+    assert {"Speed-versus-accuracy ladder", "Ladder: speed vs accuracy (Pareto front)"} <= names
+
+
+def _attachments(node: dict[str, object]) -> list[dict[str, str]]:
+    found = list(node.get("attachments", []))  # type: ignore[call-overload]
+    for step in node.get("steps", []):  # type: ignore[attr-defined]
+        found += _attachments(step)
+    return found
+
+
+def _config(tmp_path: Path, arms: str, ladder: str = "", engine: str = "") -> Path:
+    (tmp_path / "w.jsonl").write_text("\n".join(json.dumps({"id": f"p{i}", "prompt": "x"}) for i in range(8)) + "\n")
+    (tmp_path / "model").mkdir(exist_ok=True)
+    (tmp_path / "model" / "config.json").write_text("{}")
+    text = f"""
+    pairs:
+      p:
+        target: model
+        speculation: {{method: prompt_lookup, num_tokens: 3}}
+        {engine}
+        arms:
+          {arms}
+        {ladder}
+    workloads:
+      w: {{path: w.jsonl}}
+    """
+    path = tmp_path / "specgate.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _usage_error(config: Path) -> str:
+    with pytest.raises(ConfigError) as raised:
+        GateRun.from_options(GateOptions(config=config, hardware_dir=Path(__file__).parent.parent / "hardware"))
+    return str(raised.value)
+
+
+def test_an_arm_the_engine_cannot_run_is_a_usage_error_listing_what_it_can(tmp_path: Path) -> None:
+    message = _usage_error(_config(tmp_path, "batch-8: {speculation: null, batching: {max_num_seqs: 8}}"))
+    assert "pairs.p.arms.batch-8.batching: engine 'transformers' cannot run a batching arm" in message
+    assert "it runs: kv_cache, weights" in message
+    message = _usage_error(_config(tmp_path, "kv-fp8: {speculation: null, kv_cache: {dtype: fp8}}"))
+    assert "fp8 through 'vllm' is not supported by engine 'transformers'; it runs quanto: int4, int2" in message
+
+
+def test_a_missing_quantization_library_is_a_usage_error_with_its_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import specgate.config.optimisation as optimisation
+
+    monkeypatch.setattr(optimisation, "_missing", lambda module: module == "torchao")
+    message = _usage_error(_config(tmp_path, "w8: {speculation: null, weights: {dtype: int8}}"))
+    assert "torchao needs 'torchao', which is not installed; install it: pip install --no-deps torchao" in message
+
+
+def test_ladder_steps_must_be_arms_of_the_pair(tmp_path: Path) -> None:
+    config = _config(tmp_path, "w-int8: {speculation: null, weights: {dtype: int8}}", "ladder: {steps: [w-int9]}")
+    with pytest.raises(ConfigError, match=r"ladder.steps\[0\].arm.*Did you mean 'w-int8'"):
+        load_project_config(config)
+    config = _config(tmp_path, "w8: {weights: {dtype: int8}}", "ladder: {steps: [w8], max_accuracy_drop: 3}")
+    with pytest.raises(ConfigError, match="max_accuracy_drop"):
+        load_project_config(config)
+
+
+def test_stacked_arms_are_parsed_and_timed_against_their_own_plain_arm(tmp_path: Path) -> None:
+    from specgate.config import load_hardware_profile
+    from specgate.plan import build_plan
+
+    arms = "w8: {speculation: null, weights: {dtype: int8}}\n          w8-pld: {weights: {dtype: int8}}"
+    project = load_project_config(_config(tmp_path, arms, "ladder: {steps: [w8, w8-pld]}"))
+    hardware = load_hardware_profile("cpu", Path(__file__).parent.parent / "hardware")
+    plan = build_plan(project, "p", "w", hardware)
+    assert dict(plan.speedups) == {"spec": "ar", "w8-pld": "w8"}
+    assert [(s.arm, s.previous) for s in plan.ladder] == [("w8", "ar"), ("w8-pld", "w8")]
+    assert plan.arm("w8-pld").describe() == "prompt_lookup γ=3, float32, weights int8 (torchao)"
+    assert plan.arm("w8").configuration() != plan.arm("ar").configuration()
+
+
+def test_accuracy_drop_is_paired_with_mcnemar_and_a_bootstrap_interval() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    full = TaskAccuracy("numeric", 50, 40, 0.8, {f"p{i}": float(i < 40) for i in range(50)})
+    step = TaskAccuracy("numeric", 50, 33, 0.66, {f"p{i}": float(i < 31 or 45 <= i < 47) for i in range(50)})
+    drop, ci, p, broken, fixed = accuracy_drop(full, step, seed=1)
+    assert (broken, fixed) == (9, 2) and drop == pytest.approx(0.14)
+    assert p == pytest.approx(scipy_stats.binomtest(9, 11, 0.5).pvalue)
+    assert ci is not None and ci[0] < 0.14 < ci[1] and ci[0] > 0.0
+
+
+def test_a_step_is_rolled_back_not_worth_it_or_passed_by_its_limits() -> None:
+    limits = LadderLimits(max_accuracy_drop=0.03, max_perplexity_rise=0.5, min_speed_gain=1.05)
+    row = LadderRow(1, "w", "", "ar", "", speed_gain=1.3, accuracy_drop=0.02, perplexity_rise=0.1)
+    assert judge_row(row, limits, gate_speed=True) == (PASS, ())
+    slow = LadderRow(1, "w", "", "ar", "", speed_gain=1.01, accuracy_drop=0.0)
+    assert judge_row(slow, limits, gate_speed=True)[0] == NOT_WORTH_IT
+    assert judge_row(slow, limits, gate_speed=False)[0] == PASS  # speed is judged where the workload gates it
+    worse = LadderRow(1, "w", "", "ar", "", speed_gain=1.01, accuracy_drop=0.031)
+    verdict, reasons = judge_row(worse, limits, gate_speed=True)
+    assert verdict == ROLL_BACK and reasons[0] == "accuracy drop 3.1 pts > 3.0 pts"
+    perplexity = LadderRow(1, "w", "", "ar", "", perplexity_rise=0.51)
+    assert judge_row(perplexity, limits, gate_speed=True)[0] == ROLL_BACK
+
+
+def test_the_pareto_front_keeps_only_undominated_rungs() -> None:
+    points = [("ar", 1.0, 0.5), ("kv", 1.0, 0.49), ("w8", 1.4, 0.5), ("w2", 2.0, 0.1), ("pld", 1.3, 0.45)]
+    assert pareto_front(points) == ["w8", "w2"]
+
+
+def test_vllm_arms_map_to_its_own_arguments() -> None:
+    from specgate.config.optimisation import Batching, KvCache, Optimisation, Weights
+    from specgate.engines.vllm_engine import optimisation_arguments
+
+    stacked = Optimisation(KvCache("fp8", "vllm"), Weights("awq", "vllm"), Batching(8, 8))
+    assert optimisation_arguments(stacked) == {"kv_cache_dtype": "fp8", "quantization": "awq", "max_num_seqs": 8}
+    assert optimisation_arguments(Optimisation()) == {}
