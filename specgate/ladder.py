@@ -8,13 +8,16 @@ with `perplexity: true`; the engine scores each document through the arm's own K
 (the share of requests whose greedy output is token-identical to full precision's). Peak memory is the monitor's,
 KV bytes per token the model's shape at the arm's KV-cache precision.
 
-A rung's verdict: ROLL BACK when accuracy fell more than its `max_accuracy_drop` or perplexity rose more than its
-`max_perplexity_rise`; NOT WORTH IT when it is not `min_speed_gain` faster than the rung below (judged only where
-the workload gates speed); else PASS. Everything here is a pure function of the measurement.
+A rung's verdict: ROLL BACK when perplexity rose more than its `max_perplexity_rise`, or accuracy fell more than its
+`max_accuracy_drop` and the exact McNemar test tells the fall from chance (p ≤ 0.05); UNDECIDED (it blocks too: the
+gate fails closed) when accuracy fell more than the limit on too few changed answers to tell (one answer of 12
+flipped is 8 points, p = 1); NOT WORTH IT when it is not `min_speed_gain` faster than the rung below (judged only
+where the workload gates speed); else PASS. Everything here is a pure function of the measurement.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -29,7 +32,12 @@ from specgate.measure.protocol import Measurement
 FULL = "full precision"
 PASS = "PASS"
 ROLL_BACK = "ROLL BACK"
+UNDECIDED = "UNDECIDED"
 NOT_WORTH_IT = "NOT WORTH IT"
+# An accuracy drop is taken as real when the exact McNemar test rejects at this level. With no answer fixed it
+# takes 6 broken ones (two-sided p = 2 / 2**6 = 0.031): `MIN_BROKEN`.
+ACCURACY_ALPHA = 0.05
+MIN_BROKEN = 6
 # Bytes per element of a quantized KV cache, scales and zero points included (optimum-quanto: one float scale and
 # one zero point per group of 64 values; vLLM's fp8: one scale per layer).
 KV_BYTES = {
@@ -208,27 +216,49 @@ def _row(
 def judge_row(
     row: LadderRow, limits: LadderLimits, *, gate_speed: bool, failed: int = 0
 ) -> tuple[str, tuple[str, ...]]:
-    """A rung's verdict and why: ROLL BACK (accuracy or perplexity beyond its limit, or failed requests), NOT WORTH
-    IT (slower than `min_speed_gain` over the rung below, where speed is gated), else PASS."""
-    blocks, slow = [], []
+    """A rung's verdict and why: ROLL BACK (perplexity beyond its limit, accuracy beyond it with McNemar p ≤
+    `ACCURACY_ALPHA`, or failed requests), UNDECIDED (accuracy beyond its limit on too few changed answers to tell),
+    NOT WORTH IT (slower than `min_speed_gain` over the rung below, where speed is gated), else PASS."""
+    blocks, undecided, slow = [], [], []
     if failed:
         blocks.append(f"{failed} requests failed")
     if row.accuracy_drop is not None and row.accuracy_drop > limits.max_accuracy_drop + 1e-12:
-        blocks.append(f"accuracy drop {row.accuracy_drop * 100:.1f} pts > {limits.max_accuracy_drop * 100:.1f} pts")
+        fell = f"accuracy drop {row.accuracy_drop * 100:.1f} pts > {limits.max_accuracy_drop * 100:.1f} pts"
+        if accuracy_drop_is_real(row):
+            blocks.append(fell + ("" if row.mcnemar_p is None else f" (McNemar p={row.mcnemar_p:.2g})"))
+        else:
+            undecided.append(f"{fell}, not told from chance: {too_few_answers(row, limits)}")
     if row.perplexity_rise is not None and row.perplexity_rise > limits.max_perplexity_rise:
         blocks.append(f"perplexity rise {row.perplexity_rise:+.2f} > {limits.max_perplexity_rise:.2f}")
     if gate_speed and row.speed_gain is not None and row.speed_gain < limits.min_speed_gain:
         slow.append(f"speed gain {row.speed_gain:.2f}× < {limits.min_speed_gain:.2f}× over {row.previous}")
     if blocks:
-        return ROLL_BACK, tuple(blocks + slow)
+        return ROLL_BACK, tuple(blocks + undecided + slow)
+    if undecided:
+        return UNDECIDED, tuple(undecided + slow)
     if slow:
         return NOT_WORTH_IT, tuple(slow)
     return PASS, ()
 
 
+def accuracy_drop_is_real(row: LadderRow) -> bool:
+    """The paired test tells the accuracy change from chance (no test, e.g. unpaired prompts: taken as real)."""
+    return row.mcnemar_p is None or row.mcnemar_p <= ACCURACY_ALPHA
+
+
+def too_few_answers(row: LadderRow, limits: LadderLimits) -> str:
+    """Why an accuracy drop beyond the limit is undecided, and how many problems would decide a drop of the limit."""
+    needed = math.ceil(MIN_BROKEN / max(limits.max_accuracy_drop, 1e-9))
+    return (
+        f"{row.broken} broken, {row.fixed} fixed of {row.accuracy_n} problems, McNemar p={row.mcnemar_p:.2g}; a drop "
+        f"of {limits.max_accuracy_drop * 100:.1f} pts shows at p ≤ {ACCURACY_ALPHA} only over ≥ {needed} problems "
+        f"({MIN_BROKEN} broken answers at least)"
+    )
+
+
 def worst(verdicts: Sequence[str]) -> str:
-    """The ladder decision of a rung across workloads: ROLL BACK over NOT WORTH IT over PASS."""
-    for verdict in (ROLL_BACK, NOT_WORTH_IT, PASS):
+    """The ladder decision of a rung across workloads: ROLL BACK over UNDECIDED over NOT WORTH IT over PASS."""
+    for verdict in (ROLL_BACK, UNDECIDED, NOT_WORTH_IT, PASS):
         if verdict in verdicts:
             return verdict
     return FULL

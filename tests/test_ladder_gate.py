@@ -18,7 +18,16 @@ from specgate.cli import main
 from specgate.config import load_project_config
 from specgate.config.optimisation import LadderLimits
 from specgate.errors import ConfigError
-from specgate.ladder import NOT_WORTH_IT, PASS, ROLL_BACK, LadderRow, accuracy_drop, judge_row
+from specgate.ladder import (
+    NOT_WORTH_IT,
+    PASS,
+    ROLL_BACK,
+    UNDECIDED,
+    LadderRow,
+    accuracy_drop,
+    judge_row,
+    worst,
+)
 from specgate.reports.ladder_table import pareto_front
 from specgate.run import GateOptions, GateRun
 
@@ -277,3 +286,25 @@ def test_vllm_arms_map_to_its_own_arguments() -> None:
     stacked = Optimisation(KvCache("fp8", "vllm"), Weights("awq", "vllm"), Batching(8, 8))
     assert optimisation_arguments(stacked) == {"kv_cache_dtype": "fp8", "quantization": "awq", "max_num_seqs": 8}
     assert optimisation_arguments(Optimisation()) == {}
+
+
+def test_an_accuracy_drop_on_too_few_changed_answers_is_undecided_not_rolled_back() -> None:
+    """One flipped answer of 12 is an 8-point drop that McNemar cannot tell from chance (p = 1): the rung blocks
+    (fail closed) as UNDECIDED with the number of problems a 3-point drop needs, not as a measured loss."""
+    from specgate.checks import DRIFT, check
+    from specgate.checks.advice import advise
+
+    limits = LadderLimits(max_accuracy_drop=0.03, max_perplexity_rise=0.5, min_speed_gain=1.05)
+    flipped = LadderRow(1, "w", "", "ar", "", accuracy_drop=1 / 12, accuracy_n=12, mcnemar_p=1.0, broken=1, fixed=0)
+    verdict, reasons = judge_row(flipped, limits, gate_speed=True)
+    assert verdict == UNDECIDED
+    assert "1 broken, 0 fixed of 12 problems, McNemar p=1" in reasons[0] and "≥ 200 problems" in reasons[0]
+    real = LadderRow(1, "w", "", "ar", "", accuracy_drop=6 / 40, accuracy_n=40, mcnemar_p=0.031, broken=6, fixed=0)
+    assert judge_row(real, limits, gate_speed=True)[0] == ROLL_BACK
+    assert worst([NOT_WORTH_IT, UNDECIDED, PASS]) == UNDECIDED and worst([UNDECIDED, ROLL_BACK]) == ROLL_BACK
+    details = {"ladder": True, "step": "w", "undecided": True}
+    undecided = check("ladder_accuracy", ("p", "math"), DRIFT, False, "UNKNOWN → BLOCK: step 1 w", details=details)
+    rolled = check("ladder_accuracy", ("p", "gsm"), DRIFT, False, "ROLL BACK: step 1 w", details={"ladder": True})
+    advice = advise([undecided, rolled], [], "cpu")
+    assert any(a.startswith("score ladder step(s) w of p/math on more reference problems") for a in advice), advice
+    assert any(a.startswith("roll back ladder step(s)") and "p/gsm" in a for a in advice), advice

@@ -23,7 +23,7 @@ def _kind(check: Check) -> str:
     if check.category == INFRASTRUCTURE:
         return "infrastructure"
     if check.details.get("ladder"):
-        return "ladder"
+        return "ladder undecided" if check.details.get("undecided") else "ladder"
     if check.category == SLA:
         return "sla"
     if outcome == "NOT COMPARABLE":
@@ -134,6 +134,13 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
         )
     if kind == "baseline":
         return f"baseline problem on {_where(first)}: {headline(first.message)}"
+    if kind == "ladder undecided":
+        steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
+        return (
+            f"score ladder step(s) {steps} of {_where(first)} on more reference problems "
+            f"({'; '.join(headline(c.message) for c in checks)}): its accuracy change cannot be told from chance yet "
+            "(raise the workload's `limit:` or add problems); release without the step until it can"
+        )
     if kind == "ladder":
         steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
         return (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from specgate.checks import DRIFT, Check, check
 from specgate.evaluation import Evaluation
-from specgate.ladder import NOT_WORTH_IT, LadderRow
+from specgate.ladder import NOT_WORTH_IT, LadderRow, accuracy_drop_is_real, too_few_answers
 
 
 def _row(evaluation: Evaluation, arm: str) -> LadderRow | None:
@@ -40,12 +40,18 @@ def ladder_accuracy(evaluation: Evaluation, arm: str) -> Check:
         if row.mcnemar_p is None
         else f"; McNemar exact p={row.mcnemar_p:.2g}: {row.broken} broken, {row.fixed} fixed"
     )
+    real = accuracy_drop_is_real(row)
+    outcome, then = "", ""
+    if not passed:
+        outcome = "ROLL BACK: " if real else "UNKNOWN → BLOCK: "
+        then = f"; roll back step {row.step} ({arm})" if real else f"; {too_few_answers(row, row.limits)}"
     message = (
-        f"step {row.step} {arm} ({row.description}): accuracy {row.accuracy:.1%} vs full precision "
+        f"{outcome}step {row.step} {arm} ({row.description}): accuracy {row.accuracy:.1%} vs full precision "
         f"{full.accuracy or 0:.1%}, drop {row.accuracy_drop * 100:.1f} pts{_ci(row)} {'≤' if passed else '>'} max "
-        f"{limit * 100:.1f} pts (n={row.accuracy_n}{mcnemar})"
-        + ("" if passed else f"; roll back step {row.step} ({arm})")
+        f"{limit * 100:.1f} pts (n={row.accuracy_n}{mcnemar}){then}"
     )
+    if not passed and not real:
+        details["undecided"] = True
     return check(
         name, evaluation.where, DRIFT, passed, message, observed=row.accuracy_drop, limit=limit, n=row.accuracy_n,
         ci=row.accuracy_drop_ci, baseline=full.accuracy, arm=arm, details=details,
