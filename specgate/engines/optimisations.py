@@ -39,7 +39,6 @@ def quantize_weights(model: Any, weights: Weights) -> Any:
             qtype = {"int8": qint8, "int4": qint4, "int2": qint2}[weights.dtype]
             quantize(model, weights=qtype, exclude=["lm_head"])
             freeze(model)
-            model.specgate_grad_mode = True  # quanto's kernels cannot run on inference tensors
             return model
     except ImportError as exc:
         raise EngineUnavailableError(f"weights {weights.dtype} through {weights.library}: {exc}") from exc
@@ -57,11 +56,12 @@ def _not_head(model: Any) -> Any:
     return keep
 
 
-def inference_context(model: Any) -> Any:
-    """`torch.inference_mode()`, or `torch.no_grad()` for models whose kernels reject inference tensors (quanto)."""
+def inference_context(weights: Weights | None) -> Any:
+    """`torch.inference_mode()`, or `torch.no_grad()` for an arm whose weight kernels reject inference tensors
+    (optimum-quanto's)."""
     import torch
 
-    return torch.no_grad() if getattr(model, "specgate_grad_mode", False) else torch.inference_mode()
+    return torch.no_grad() if weights is not None and weights.library == "quanto" else torch.inference_mode()
 
 
 def kv_cache_kwargs(kv: KvCache) -> dict[str, Any]:
@@ -82,13 +82,16 @@ def new_cache(model: Any, kv: KvCache | None) -> Any:
     return QuantizedCache(backend=kv.backend, config=model.config, nbits=_bits(kv))
 
 
-def score_document(model: Any, ids: Any, cache: Any, chunk: int = PERPLEXITY_CHUNK) -> tuple[float, int]:
-    """(summed negative log-likelihood, tokens scored) of `ids` (1 × n), fed `chunk` tokens at a time."""
+def score_document(
+    model: Any, ids: Any, cache: Any, weights: Weights | None = None, chunk: int = PERPLEXITY_CHUNK
+) -> tuple[float, int]:
+    """(summed negative log-likelihood, tokens scored) of `ids` (1 × n) through the arm's model (its `weights`),
+    fed `chunk` tokens at a time."""
     import torch
 
     total, scored = 0.0, 0
     previous_logits = None
-    with inference_context(model):
+    with inference_context(weights):
         for start in range(0, ids.shape[1], chunk):
             piece = ids[:, start : start + chunk]
             logits = model(piece, past_key_values=cache, use_cache=True).logits.float()

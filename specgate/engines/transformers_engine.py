@@ -280,7 +280,7 @@ class TransformersEngine:
             "attention_mask": torch.ones_like(ids),
             **setup.kwargs,
         }
-        with inference_context(setup.model):
+        with inference_context(setup.arm.optimisation.weights):
             return setup.model.generate(ids, streamer=clock, **kwargs)
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
@@ -360,7 +360,7 @@ class TransformersEngine:
             "pad_token_id": setup.tokenizer.pad_token_id or setup.tokenizer.eos_token_id,
         }
         outputs: list[tuple[int, ...]] = []
-        with inference_context(setup.model):
+        with inference_context(setup.arm.optimisation.weights):
             if not setup.kwargs:
                 torch.manual_seed(seeds[0])
                 batch = ids.repeat(len(seeds), 1)
@@ -379,7 +379,7 @@ class TransformersEngine:
         setup = self._arm(arm)
         tail = torch.tensor([prefix], dtype=torch.long, device=self._device)
         ids = torch.cat([self._encode(setup, prompt), tail], dim=1)
-        with inference_context(setup.model):
+        with inference_context(setup.arm.optimisation.weights):
             logits = setup.model(ids).logits[0, -1].float()
         return float(logits[token_a] - logits[token_b])
 
@@ -389,7 +389,9 @@ class TransformersEngine:
         scores = []
         for text in texts:
             ids = setup.tokenizer(text, return_tensors="pt")["input_ids"][:, :max_tokens].to(self._device)
-            scores.append(score_document(setup.model, ids, new_cache(setup.model, setup.arm.optimisation.kv_cache)))
+            optimisation = setup.arm.optimisation
+            cache = new_cache(setup.model, optimisation.kv_cache)
+            scores.append(score_document(setup.model, ids, cache, optimisation.weights))
         return scores
 
     def models(self, arm: str) -> Mapping[str, ResolvedModel]:
