@@ -229,8 +229,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
     for item in items:
-        if item.get_closest_marker(CHECK_MARKER) or GATE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        if item.get_closest_marker(CHECK_MARKER) or _uses_gate_fixture(item):
             item.add_marker("gate")
+
+
+def _uses_gate_fixture(item: pytest.Item) -> bool:
+    """Whether the item asks for one of this plugin's measurement fixtures — the plugin's own definition, not a
+    fixture of the same name that a test module or conftest defines for itself (that one shadows ours and the item
+    is an ordinary test)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for name in GATE_FIXTURES.intersection(info.names_closure):
+        definitions = info.name2fixturedefs.get(name, ())
+        if definitions and definitions[-1].func.__module__ == __name__:
+            return True
+    return False
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -162,6 +162,23 @@ def test_without_project_config_the_plugin_stays_out_of_the_way(pytester: pytest
     assert not (pytester.path / "reports" / "verdict.json").exists()
 
 
+def test_a_test_with_its_own_fixture_named_like_a_gate_fixture_is_not_a_gate_check(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    """A project's own test whose fixture is called `engine` (shadowing the plugin's) is an ordinary test: the session
+    passes and writes no verdict, where the plugin's fixture would make it a gate item and an empty gate blocks."""
+    gate_project()
+    pytester.makepyfile(
+        test_own="import pytest\n\n"
+        "@pytest.fixture\ndef engine():\n    return 'mine'\n\n"
+        "def test_mine(engine):\n    assert engine == 'mine'\n"
+    )
+    result = pytester.runpytest("test_own.py")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    assert not (pytester.path / "reports" / "verdict.json").exists()
+
+
 def test_engine_without_its_library_is_a_usage_error_saying_how_to_install(
     pytester: pytest.Pytester, gate_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
