@@ -261,3 +261,28 @@ def test_shipped_summary_workload_loads_with_one_sentence_references() -> None:
     assert 0.2 < echo.accuracy < 0.6
     for reference in references.values():
         assert reference.count(". ") == 0 and reference.endswith(".")
+
+
+def test_shipped_field_workload_is_the_generators_output_and_each_answer_is_one_field_of_its_record() -> None:
+    """`ref_fields.jsonl` is what `scripts/make_ref_fields.py` writes (seeded); every answer is found once in its own
+    record, so span containment scores it, and the copy of another field of the record scores wrong."""
+    import importlib.util
+    import json
+
+    from specgate.config import WorkloadConfig
+    from specgate.measure.workloads import load_workload
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "make_ref_fields.py"
+    spec = importlib.util.spec_from_file_location("make_ref_fields", script)
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    shipped = [json.loads(line) for line in (SUITE_WORKLOADS / "ref_fields.jsonl").read_text().splitlines()]
+    assert shipped == generator.problems()
+    prompts = load_workload(WorkloadConfig("ref_fields", SUITE_WORKLOADS / "ref_fields.jsonl", task="span"))
+    assert len(prompts) == 80 and len({p.id.split("-")[0] for p in prompts}) == 5
+    for prompt in prompts:
+        record = prompt.text.split("\n\n")[1]
+        answer = str(prompt.reference)
+        assert record.count(answer) == 1, prompt.id
+        assert score_span(f"{answer}.", answer) and not score_span(record.replace(answer, "?"), answer), prompt.id
