@@ -99,9 +99,10 @@ def _show(b: Baseline) -> int:
 def _diff(old: Baseline, new: Baseline, args: argparse.Namespace) -> int:
     """The gate's `regression:*` checks with `old` as the stored baseline and the newest run of `new` as the run,
     under that run's own gate policy and limits (`--alpha` and `--tolerance` override them)."""
-    from specgate.checks.judgement import Subject, against_baseline
+    from specgate.checks.judgement import against_baseline
     from specgate.checks.levels import family_size
     from specgate.checks.regression import Levels
+    from specgate.checks.subject import Subject
     from specgate.config import GatePolicy, SlaLimits
     from specgate.store.records import plan_of
 
