@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 
 from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
+from specgate.checks.ladder_baseline import ladder_vs_baseline
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import (
     Levels,
@@ -422,5 +423,6 @@ def judge(
             results.update(broken_baseline(subject, subject.baseline))
         else:
             results.update(against_baseline(subject, policy, levels, update=update))
+        results.update(ladder_vs_baseline(subject, update=update, hardware=hardware))
         outcomes.update({(*where, name): result for name, result in results.items()})
     return outcomes
