@@ -386,6 +386,7 @@ def test_a_step_that_lost_accuracy_against_its_stored_self_blocks_even_when_full
         [
             "*test_ladder_step_keeps_accuracy?fake-pair-math-w-int2? PASSED*",
             "*test_ladder_step_vs_baseline?fake-pair-math-w-int2? FAILED*",
+            "FAILED fake-pair/math/regression:ladder:w-int2: REGRESSED: step 3 w-int2 (*",
             "*RECOMMENDATION: ladder step(s) w-int2 of fake-pair/math got worse than in the baseline*",
         ]
     )
