@@ -13,6 +13,7 @@ outputs do. Pure functions of the two records.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specgate.accuracy import TaskAccuracy, compare_accuracy, mcnemar_p
@@ -43,7 +44,7 @@ class Comparison:
     text: str
     observed: float | None
     limit: float
-    details: dict[str, float | int | None]
+    details: Mapping[str, float | int | None]
 
 
 def ladder_vs_baseline(subject: Subject, *, update: bool, hardware: str) -> dict[str, Check]:
