@@ -13,10 +13,11 @@ import math
 import pytest
 
 from specgate.checks import Check
-from specgate.checks.judgement import Subject, beside
+from specgate.checks.judgement import beside
 from specgate.checks.levels import family_size, looks_of
 from specgate.checks.regression import Levels, acceptance_check
 from specgate.checks.sequential import undecided_acceptance
+from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, Speculation
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine

@@ -5,6 +5,7 @@ not worth it, one that does neither passes), its statistics, and its reports reb
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import zlib
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pytest
 
 from conftest import evaluation_of
 from specgate.accuracy import TaskAccuracy
+from specgate.checks import NO_BASELINE, UNUSABLE_BASELINE, Check
 from specgate.cli import main
 from specgate.config import load_project_config
 from specgate.config.optimisation import LadderLimits
@@ -30,6 +32,7 @@ from specgate.ladder import (
 )
 from specgate.reports.ladder_table import pareto_front
 from specgate.run import GateOptions, GateRun
+from specgate.store.baselines import load_baseline
 
 MAX_NEW_TOKENS = 8
 
@@ -308,3 +311,186 @@ def test_an_accuracy_drop_on_too_few_changed_answers_is_undecided_not_rolled_bac
     advice = advise([undecided, rolled], [], "cpu")
     assert any(a.startswith("score ladder step(s) w of p/math on more reference problems") for a in advice), advice
     assert any(a.startswith("roll back ladder step(s)") and "p/gsm" in a for a in advice), advice
+
+
+# The ladder against its stored self: w-int2 recorded as harmless (as accurate as full precision, perplexity 10.4).
+RECORDED_W_INT2 = "FakeBehaviour(tpot_ms=10.0, ttft_ms=200.0, perplexity=10.4)"
+LADDER_W_INT2 = "FakeBehaviour(tpot_ms=10.0, ttft_ms=200.0, wrong_share=0.5, perplexity=31.0)"
+
+
+def _set_behaviour(root: Path, old: str, new: str) -> None:
+    conftest = root / "conftest.py"
+    text = conftest.read_text()
+    assert old in text
+    conftest.write_text(text.replace(old, new))
+
+
+def _ladder_vs_baseline(root: Path) -> dict[tuple[str, str], dict[str, object]]:
+    """(workload, step) → the `regression:ladder:<step>` check of the last run's verdict."""
+    verdict = json.loads((root / "reports" / "verdict.json").read_text())
+    return {
+        (c["workload"], c["name"].removeprefix("regression:ladder:")): c
+        for c in verdict["checks"]
+        if c["name"].startswith("regression:ladder:")
+    }
+
+
+def _record_ladder(
+    pytester: pytest.Pytester, root: Path, steps: tuple[str, ...] = ("kv-int4", "w-int8", "w-int2")
+) -> None:
+    _set_behaviour(root, LADDER_W_INT2, RECORDED_W_INT2)
+    result = pytester.runpytest("suites/test_ladder.py", "--update-baselines")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert all(c["passed"] and "update run" in c["message"] for c in _ladder_vs_baseline(root).values())
+    stored = load_baseline(root / "baselines" / "cpu" / "fake-pair" / "math.json").record
+    assert [r.arm for r in stored.ladder] == ["ar", *steps]
+
+
+def test_an_unchanged_ladder_passes_against_its_stored_self_step_by_step(
+    pytester: pytest.Pytester, ladder_project: Path
+) -> None:
+    _record_ladder(pytester, ladder_project)
+    result = pytester.runpytest("suites/test_ladder.py", "-v")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    for workload in ("math", "long"):
+        for step in ("kv-int4", "w-int8", "w-int2"):
+            result.stdout.fnmatch_lines([f"*test_ladder_step_vs_baseline?fake-pair-{workload}-{step}? PASSED*"])
+    checks = _ladder_vs_baseline(ladder_project)
+    assert {w for w, _ in checks} == {"math", "long"}  # not on docs: no answers, no perplexity
+    math = checks[("math", "w-int2")]
+    assert math["passed"] and math["details"]["outcome"] == "PASS" and math["details"]["step"] == "w-int2"
+    message = str(math["message"])
+    assert "numeric accuracy 100.0% vs baseline 100.0%: drop 0.0 pts ≤ max 5.0 pts (n=40, baseline n=40" in message
+    assert "McNemar exact p=1 on 40 common prompts: 0 broken, 0 fixed" in message
+    assert "drop vs full precision 0.0 pts now, 0.0 pts in the baseline" in message
+    assert "speed gain over full precision" in message and "verdict PASS, as in the baseline" in message
+    long = checks[("long", "w-int2")]
+    assert long["passed"] and "perplexity 10.400 vs baseline 10.400" in str(long["message"])
+    assert "rise +0.000 ≤ max 0.50" in str(long["message"])
+
+
+def test_a_step_that_lost_accuracy_against_its_stored_self_blocks_even_when_full_precision_lost_it_too(
+    pytester: pytest.Pytester, ladder_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model update that costs full precision and w-int2 the same answers: w-int2 is as good as full precision in
+    this run (ladder_accuracy passes), but worse than it was (ladder_step_vs_baseline blocks); `specgate baseline
+    diff` on the stored files decides the same."""
+    _record_ladder(pytester, ladder_project)
+    _set_behaviour(ladder_project, "FakeBehaviour(), seed=3", "FakeBehaviour(wrong_share=0.5), seed=3")
+    _set_behaviour(
+        ladder_project, RECORDED_W_INT2, RECORDED_W_INT2.replace("perplexity", "wrong_share=0.5, perplexity")
+    )
+    result = pytester.runpytest("suites/test_ladder.py", "-v")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*test_ladder_step_keeps_accuracy?fake-pair-math-w-int2? PASSED*",
+            "*test_ladder_step_vs_baseline?fake-pair-math-w-int2? FAILED*",
+            "FAILED fake-pair/math/regression:ladder:w-int2: REGRESSED: step 3 w-int2 (*",
+            "*RECOMMENDATION: ladder step(s) w-int2 of fake-pair/math got worse than in the baseline*",
+        ]
+    )
+    checks = _ladder_vs_baseline(ladder_project)
+    assert {k for k, c in checks.items() if not c["passed"]} == {("math", "w-int2")}
+    failed = checks[("math", "w-int2")]
+    details, message = failed["details"], str(failed["message"])
+    assert details["outcome"] == "BLOCK" and details["baseline_accuracy"] == 1.0
+    assert 0.3 < details["accuracy"] < 0.7 and details["fixed"] == 0 and details["mcnemar_p"] < 0.001
+    assert message.startswith("REGRESSED: step 3 w-int2 (")
+    assert f"numeric accuracy {details['accuracy']:.1%} vs baseline 100.0%" in message
+    assert f"> max 5.0 pts (n=40, baseline n=40; McNemar exact p={details['mcnemar_p']:.2g}" in message
+    assert f"{details['broken']} broken, 0 fixed" in message
+    assert "drop vs full precision 0.0 pts now, 0.0 pts in the baseline" in message
+    # the same decision offline, from the stored baseline and the run's record
+    gate = {step: c["passed"] for (workload, step), c in checks.items() if workload == "math"}
+    capsys.readouterr()
+    status = main(
+        [
+            "baseline",
+            "diff",
+            str(ladder_project / "baselines" / "cpu" / "fake-pair" / "math.json"),
+            str(ladder_project / "reports" / "runs" / "cpu" / "fake-pair" / "math.json"),
+        ]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    diff = {
+        m.group(2): m.group(1) == "PASS"
+        for line in lines
+        if (m := re.match(r"\s+(PASS|FAIL) regression:ladder:(\S+):", line))
+    }
+    assert diff == gate == {"kv-int4": True, "w-int8": True, "w-int2": False}
+    assert status == 1
+    assert any(line.startswith("  FAIL regression:ladder:w-int2: REGRESSED: step 3 w-int2") for line in lines)
+
+
+def test_a_baseline_recorded_without_a_step_blocks_it_with_how_to_record_it(
+    pytester: pytest.Pytester, ladder_project: Path
+) -> None:
+    config = ladder_project / "specgate.yaml"
+    full = config.read_text()
+    config.write_text(full.replace(", {arm: w-int2, max_accuracy_drop: 0.05}", ""))
+    _record_ladder(pytester, ladder_project, ("kv-int4", "w-int8"))
+    config.write_text(full)
+    result = pytester.runpytest("suites/test_ladder.py")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    checks = _ladder_vs_baseline(ladder_project)
+    assert {k for k, c in checks.items() if not c["passed"]} == {("math", "w-int2"), ("long", "w-int2")}
+    blocked = checks[("math", "w-int2")]
+    assert blocked["details"]["outcome"] == "NOT RECORDED"
+    assert str(blocked["message"]).startswith(
+        "BLOCK: step 3 w-int2 (plain decoding, float32, weights int2 (quanto)): the baseline was recorded without "
+        "ladder step w-int2 — record it (pytest suites/ --hardware=cpu --pair=fake-pair --update-baselines)"
+    ), blocked["message"]
+    result.stdout.fnmatch_lines(["*RECOMMENDATION: baseline problem on fake-pair/math: BLOCK: step 3 w-int2*"])
+    # an update run records the step (it is not blocked by its own absence), and then it is compared
+    result = pytester.runpytest("suites/test_ladder.py", "--update-baselines")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "this run records it" in str(_ladder_vs_baseline(ladder_project)[("math", "w-int2")]["message"])
+    assert pytester.runpytest("suites/test_ladder.py").ret == pytest.ExitCode.OK
+    assert _ladder_vs_baseline(ladder_project)[("math", "w-int2")]["details"]["outcome"] == "PASS"
+
+
+def test_a_step_whose_perplexity_rose_over_its_stored_self_blocks_and_so_does_a_missing_or_broken_baseline() -> None:
+    from specgate.checks.ladder_baseline import ladder_vs_baseline
+    from specgate.checks.subject import Subject
+    from specgate.config import SlaLimits
+    from specgate.errors import BaselineError
+    from specgate.ladder import FULL
+    from specgate.measure.perplexity import Perplexity
+    from specgate.store.baselines import Baseline
+    from specgate.store.records import RunRecord, plan_of
+
+    limits = LadderLimits(max_perplexity_rise=0.5)
+
+    def record(perplexity: float, verdict: str) -> RunRecord:
+        rows = (
+            LadderRow(0, "ar", "plain", None, FULL, perplexity=10.0),
+            LadderRow(1, "kv", "KV int2", "ar", verdict, speed_gain_full=1.2, perplexity=perplexity, limits=limits),
+        )
+        scored = {"ar": Perplexity("ar", 4, 400, 10.0), "kv": Perplexity("kv", 4, 400, perplexity)}
+        return RunRecord("cpu", "p", "long", {}, ladder=rows, perplexity=scored)
+
+    now = record(11.0, ROLL_BACK)
+    stored = Baseline(Path("b.json"), "cpu", "p", "long", (record(10.2, PASS),))
+
+    def judged(baseline: Baseline | Exception | None, update: bool = False) -> Check:
+        subject = Subject(plan_of(now), now, baseline, "b.json", SlaLimits(), 4, 1)
+        return ladder_vs_baseline(subject, update=update, hardware="cpu")["regression:ladder:kv"]
+
+    rose = judged(stored)
+    assert not rose.passed and rose.details["outcome"] == "BLOCK" and rose.observed == pytest.approx(0.8)
+    assert (
+        "perplexity 11.000 vs baseline 10.200 (4 documents, 400 tokens; baseline 4, 400): rise +0.800 > max 0.50"
+        in (rose.message)
+    )
+    assert "speed gain over full precision 1.20× now, 1.20× in the baseline, verdict was PASS, now ROLL BACK" in (
+        rose.message
+    )
+    assert judged(Baseline(Path("b.json"), "cpu", "p", "long", (record(10.6, PASS),))).passed  # rise 0.4 ≤ 0.5
+    missing = judged(None)
+    assert not missing.passed and missing.details["outcome"] == NO_BASELINE
+    assert missing.message.startswith("BLOCK: no baseline for cpu/p/long (b.json)")
+    assert judged(None, update=True).passed
+    broken = judged(BaselineError("b.json: corrupt baseline"))
+    assert not broken.passed and broken.message == "BLOCK: b.json: corrupt baseline"
+    assert broken.details["outcome"] == UNUSABLE_BASELINE

@@ -50,8 +50,9 @@ class Check:
 
     @property
     def key(self) -> str:
-        """pair/workload/name, with the arm when the name does not say it (checks of the released arm `spec` do not)."""
-        implied = self.arm in (None, "spec") or f":{self.arm}." in self.name
+        """pair/workload/name, with the arm when the name does not say it (checks of the released arm `spec` do not;
+        `regression:ladder:<arm>` does)."""
+        implied = self.arm in (None, "spec") or f":{self.arm}." in self.name or self.name.endswith(f":{self.arm}")
         return f"{self.pair}/{self.workload}/{self.name if implied else f'{self.name}[{self.arm}]'}"
 
 

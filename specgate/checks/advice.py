@@ -4,9 +4,9 @@ numbers and the command that helps (the rollback advice of the SLA checks comes 
 Kinds: a latency regression (which arm and metric, how much beyond the tolerance, against what; how to reproduce
 it offline), an undecided comparison (what would decide it), latency not comparable with a stored baseline (another
 machine), outputs and acceptance not comparable with it (another engine or dtype), an acceptance drop, output drift
-(first divergence; numerics or a bug), a task-accuracy drop, an SLA breach (which SLA, by how much, the profile's
-rollback rule), a missing or unusable baseline, and errors of the infrastructure (the cause; nothing was measured,
-so nothing passed).
+(first divergence; numerics or a bug), a task-accuracy drop, a ladder step worse than its stored self, an SLA breach
+(which SLA, by how much, the profile's rollback rule), a missing or unusable baseline, and errors of the
+infrastructure (the cause; nothing was measured, so nothing passed).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ def _kind(check: Check) -> str:
     metric = split_key(check.name.split(":", 1)[-1])[1]
     if check.category == INFRASTRUCTURE:
         return "infrastructure"
+    if check.details.get("ladder") and outcome is not None:  # a step against its stored self
+        return {"BLOCK": "ladder regressed", "NOT COMPARABLE": "other engine"}.get(outcome, "baseline")
     if check.details.get("ladder"):
         return "ladder undecided" if check.details.get("undecided") else "ladder"
     if check.category == SLA:
@@ -140,6 +142,13 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
             f"score ladder step(s) {steps} of {_where(first)} on more reference problems "
             f"({'; '.join(headline(c.message) for c in checks)}): its accuracy change cannot be told from chance yet "
             "(raise the workload's `limit:` or add problems); release without the step until it can"
+        )
+    if kind == "ladder regressed":
+        steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
+        return (
+            f"ladder step(s) {steps} of {_where(first)} got worse than in the baseline "
+            f"({'; '.join(headline(c.message) for c in checks)}): the update costs that rung accuracy or perplexity — "
+            "find the cause (model files, quantization library, engine version) or release without the step"
         )
     if kind == "ladder":
         steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))

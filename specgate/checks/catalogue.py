@@ -4,8 +4,9 @@ A check is computed per pair × workload (`per="workload"`), per gated arm of th
 speculative candidate arm, `spec` and any extra arm), or per regression metric (`per="metric"`). It applies only
 where it means something: speed checks not on accuracy probes (`gate_speed: false`), task checks only on workloads
 with reference answers, long-context checks only on `long: true` workloads, content and sampled-distribution checks
-only on workloads that declare them. A check that does not apply is never run (deselected, not skipped: a skipped
-gate check blocks).
+only on workloads that declare them, a ladder step against its stored self only on workloads that score task
+accuracy or perplexity (`needs="scores"`). A check that does not apply is never run (deselected, not skipped: a
+skipped gate check blocks).
 
 The suites in `suites/` declare one pytest test per catalogue entry (`@pytest.mark.specgate_check("p99_ttft")`),
 and `GateRun.run_all` runs the same entries without pytest: one list, two ways to run it.
@@ -73,7 +74,7 @@ class CheckSpec:
     speed: bool = False
     tasks: frozenset[str] | None = None
     long_only: bool = False
-    needs: Literal["content", "sampling", "perplexity"] | None = None
+    needs: Literal["content", "sampling", "perplexity", "scores"] | None = None
     metric_keys: Callable[[MeasurementPlan], tuple[str, ...]] | None = None
     reference_only: bool = False
 
@@ -91,6 +92,8 @@ class CheckSpec:
         if self.needs == "sampling" and workload.sampling is None:
             return False
         if self.needs == "perplexity" and not workload.perplexity:
+            return False
+        if self.needs == "scores" and workload.task not in ANSWERED_TASKS and not workload.perplexity:
             return False
         plan = context.plan(target.pair, target.workload)
         if self.reference_only and plan.reference is None:
@@ -209,6 +212,13 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "workload",
         lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{TASK_ACCURACY}"),
         tasks=ANSWERED_TASKS,
+    ),
+    CheckSpec(
+        "ladder_step_vs_baseline",
+        "regression",
+        "step",
+        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:ladder:{_arm(t)}"),
+        needs="scores",
     ),
     CheckSpec(
         "context_coverage",

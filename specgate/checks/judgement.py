@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
+from specgate.checks.ladder_baseline import ladder_vs_baseline
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import (
     Levels,
@@ -28,6 +28,8 @@ from specgate.checks.regression import (
     metric_checks,
     output_drift_check,
 )
+from specgate.checks.subject import Results
+from specgate.checks.subject import Subject as Subject  # re-exported: the gate run builds its subjects from here
 from specgate.comparison import (
     ACCEPTANCE,
     OUTPUT_DRIFT,
@@ -40,31 +42,14 @@ from specgate.comparison import (
     split_key,
     tail,
 )
-from specgate.config import GatePolicy, SlaLimits
+from specgate.config import GatePolicy
 from specgate.measure.samples import ArmSamples
 from specgate.plan import MeasurementPlan
 from specgate.stats.decision import Decision, t_quantile
 from specgate.store.baselines import Baseline
 from specgate.store.records import RunRecord
 
-Results = dict[str, Check | Exception]
 MAX_HISTORY_RUNS = 20  # more runs than anyone keeps: beyond it, history is the wrong tool for this machine
-
-
-@dataclass(frozen=True, slots=True)
-class Subject:
-    """One pair × workload as the regression checks see it: its plan, this run's record (every arm), the stored
-    baseline (None when there is none), and the limits it is judged with."""
-
-    plan: MeasurementPlan
-    record: RunRecord
-    baseline: Baseline | Exception | None
-    source: str
-    sla: SlaLimits
-    units_per_round: int
-    rounds: int
-    acceptance_steps: tuple[int, ...] = ()
-    pool_hint: str = ""
 
 
 def samples_for(record: RunRecord, arm: str, metric: Metric) -> ArmSamples:
@@ -438,5 +423,6 @@ def judge(
             results.update(broken_baseline(subject, subject.baseline))
         else:
             results.update(against_baseline(subject, policy, levels, update=update))
+        results.update(ladder_vs_baseline(subject, update=update, hardware=hardware))
         outcomes.update({(*where, name): result for name, result in results.items()})
     return outcomes

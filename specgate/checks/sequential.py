@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specgate.checks import Check
-from specgate.checks.judgement import Subject, beside_latency
+from specgate.checks.judgement import beside_latency
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import Levels, acceptance_check
+from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
 from specgate.engines.base import Engine, Prompt
 from specgate.measure.pool import extend_over_pool, pool_steps

@@ -99,9 +99,11 @@ def _show(b: Baseline) -> int:
 def _diff(old: Baseline, new: Baseline, args: argparse.Namespace) -> int:
     """The gate's `regression:*` checks with `old` as the stored baseline and the newest run of `new` as the run,
     under that run's own gate policy and limits (`--alpha` and `--tolerance` override them)."""
-    from specgate.checks.judgement import Subject, against_baseline
+    from specgate.checks.judgement import against_baseline
+    from specgate.checks.ladder_baseline import ladder_vs_baseline
     from specgate.checks.levels import family_size
     from specgate.checks.regression import Levels
+    from specgate.checks.subject import Subject
     from specgate.config import GatePolicy, SlaLimits
     from specgate.store.records import plan_of
 
@@ -117,6 +119,7 @@ def _diff(old: Baseline, new: Baseline, args: argparse.Namespace) -> int:
     subject = Subject(plan, run, old, str(old.path), sla, len(run.prompts), rounds)
     print(f"diff {old.path} → {new.path} (α {policy.alpha}, tolerance {sla.regression_tolerance:.0%})")
     results = against_baseline(subject, policy, Levels(policy.alpha, 1, family_size([(plan, True)])))
+    results.update(ladder_vs_baseline(subject, update=False, hardware=run.hardware))
     failed = False
     for name, result in results.items():
         if isinstance(result, Exception):

@@ -22,7 +22,7 @@ from specgate.hardware.fingerprint import Fingerprint
 from specgate.ladder import LadderRow
 from specgate.measure.perplexity import Perplexity
 from specgate.measure.samples import ArmSamples
-from specgate.plan import Arm, MeasurementPlan
+from specgate.plan import Arm, LadderStep, MeasurementPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +126,17 @@ def record_run(
 
 
 def plan_of(record: RunRecord) -> MeasurementPlan:
-    """The shape of the plan a record was measured with (its arms, which are speculative, the released arm), for
-    comparing two stored records without the project config."""
+    """The shape of the plan a record was measured with (its arms, which are speculative, the released arm, its
+    ladder's steps with their limits), for comparing two stored records without the project config."""
     marker = Speculation("recorded", 1)
     arms = tuple(
         Arm(name, name, record.pair, False, "", marker if name in record.plain_of else None, "")
         for name in sorted(record.arms, key=lambda n: (n in record.plain_of, n != record.released, n))
     )
-    return MeasurementPlan(record.pair, record.workload, arms, tuple(record.plain_of.items()), released=record.released)
+    ladder = tuple(
+        LadderStep(r.arm, r.previous, r.limits)
+        for r in record.ladder
+        if r.previous is not None and r.limits is not None
+    )
+    speedups = tuple(record.plain_of.items())
+    return MeasurementPlan(record.pair, record.workload, arms, speedups, released=record.released, ladder=ladder)
