@@ -476,3 +476,14 @@ def test_the_summary_of_a_blocked_run_names_only_repository_relative_paths(
     summary = (root / "reports" / "summary.md").read_text()
     assert "baselines/cpu/fake-pair/docs.json" in summary
     assert str(root) not in summary and "/tmp/" not in summary
+
+
+def test_a_speedup_without_an_interval_says_why_instead_of_printing_nan() -> None:
+    """One round of a batched engine is one paired engine call: there is no spread to resample, and the report says
+    so (it printed `95% CI nan–nan`)."""
+    from specgate.measure.metrics import Speedup
+    from specgate.reports.tables import speedup_interval
+
+    one = Speedup("ar", "spec", 1.61, (float("nan"), float("nan")), 1, None, 3, 0.0)
+    assert speedup_interval(one) == "no CI: 1 paired engine call"
+    assert speedup_interval(Speedup("ar", "spec", 1.61, (1.5, 1.7), 8, None, 3, 0.0)) == "95% CI 1.50–1.70"

@@ -8,7 +8,7 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specgate.measure.metrics import ArmSummary, Distribution
+from specgate.measure.metrics import ArmSummary, Distribution, Speedup
 from specgate.reports.document import ArmRecord, EvaluationRecord
 
 DASH = "–"
@@ -90,7 +90,16 @@ def speedup_text(arm: ArmRecord) -> str:
     if s is None:
         return DASH
     predicted = "" if s.predicted is None else f"; predicted {s.predicted:.2f}×"
-    return f"{s.value:.2f}× (95% CI {s.ci[0]:.2f}–{s.ci[1]:.2f}{predicted})"
+    return f"{s.value:.2f}× ({speedup_interval(s)}{predicted})"
+
+
+def speedup_interval(s: Speedup) -> str:
+    """`95% CI low–high`, or why there is none: one paired engine call (one round of a batched engine) has no
+    spread to resample."""
+    low, high = s.ci
+    if low != low or high != high:
+        return f"no CI: {s.n_units} paired engine call{'s' if s.n_units != 1 else ''}"
+    return f"95% CI {low:.2f}–{high:.2f}"
 
 
 def drift_text(arm: ArmRecord) -> str:

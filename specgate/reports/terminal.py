@@ -6,6 +6,7 @@ from specgate.checks.advice import headline
 from specgate.hardware.energy import GIB, percent
 from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
 from specgate.reports.ladder_table import decision_lines, terminal_lines
+from specgate.reports.tables import speedup_interval
 from specgate.reports.waterfall import waterfall_lines
 
 
@@ -18,7 +19,7 @@ def _arm_numbers(arm: ArmRecord) -> list[str]:
     s = arm.speedup
     if s is not None:
         predicted = "" if s.predicted is None else f", predicted {s.predicted:.2f}×"
-        parts.append(f"S {s.value:.2f}× (95% CI {s.ci[0]:.2f}–{s.ci[1]:.2f}{predicted})")
+        parts.append(f"S {s.value:.2f}× ({speedup_interval(s)}{predicted})")
     acc = arm.summary.acceptance
     if acc is not None and acc.rate is not None:
         parts.append(f"α {acc.rate:.2f}, τ {acc.mean_length or 0:.2f}")
