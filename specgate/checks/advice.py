@@ -136,27 +136,29 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
         )
     if kind == "baseline":
         return f"baseline problem on {_where(first)}: {headline(first.message)}"
-    if kind == "ladder undecided":
+    if kind in LADDER_ADVICE:
         steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
-        return (
-            f"score ladder step(s) {steps} of {_where(first)} on more reference problems "
-            f"({'; '.join(headline(c.message) for c in checks)}): its accuracy change cannot be told from chance yet "
-            "(raise the workload's `limit:` or add problems); release without the step until it can"
-        )
-    if kind == "ladder regressed":
-        steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
-        return (
-            f"ladder step(s) {steps} of {_where(first)} got worse than in the baseline "
-            f"({'; '.join(headline(c.message) for c in checks)}): the update costs that rung accuracy or perplexity — "
-            "find the cause (model files, quantization library, engine version) or release without the step"
-        )
-    if kind == "ladder":
-        steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
-        return (
-            f"roll back ladder step(s) {steps} of {_where(first)} ({'; '.join(headline(c.message) for c in checks)}): "
-            "release the rung below it, or a milder setting of that optimisation"
-        )
+        evidence = "; ".join(headline(c.message) for c in checks)
+        return LADDER_ADVICE[kind].format(steps=steps, where=_where(first), evidence=evidence)
     return f"{_where(first)}: {names} failed: {headline(first.message)}"
+
+
+# What to do about ladder steps, by kind: undecided against full precision, worse than their stored selves, rolled back.
+LADDER_ADVICE = {
+    "ladder undecided": (
+        "score ladder step(s) {steps} of {where} on more reference problems ({evidence}): its accuracy change cannot "
+        "be told from chance yet (raise the workload's `limit:` or add problems); release without the step until it can"
+    ),
+    "ladder regressed": (
+        "ladder step(s) {steps} of {where} got worse than in the baseline ({evidence}): the update costs that rung "
+        "accuracy or perplexity — find the cause (model files, quantization library, engine version) or release "
+        "without the step"
+    ),
+    "ladder": (
+        "roll back ladder step(s) {steps} of {where} ({evidence}): release the rung below it, or a milder setting of "
+        "that optimisation"
+    ),
+}
 
 
 def headline(message: str, limit: int = 140) -> str:
