@@ -44,6 +44,13 @@ class RequestTrace:
     exist (see `SpecCounters`). `draft_s[k]` is how long step k's draft (or n-gram lookup) took, where the engine
     times it (the cost model in `specgate.measure.stepcosts`); empty otherwise.
     `error` is set, and the rest may be empty, when the request failed: a failed request is never dropped.
+
+    Where the engine can tell (one request in flight at a time), `cpu_ttft_s` and `cpu_e2el_s` are the CPU seconds
+    its compute threads spent between submit and the first and the last chunk (time that a busy machine does not
+    stretch the way it stretches wall time), `wait_s` how long those threads waited in the run queue for a CPU
+    between submit and done (how much other work on the machine delayed the request), and `instance` names the
+    engine instance (a server process, a loaded engine) that served it, for comparisons that treat the instance as
+    a random effect.
     """
 
     prompt_id: str
@@ -61,6 +68,10 @@ class RequestTrace:
     draft_s: tuple[float, ...] = ()
     finish_reason: str | None = None
     error: str | None = None
+    cpu_ttft_s: float | None = None
+    cpu_e2el_s: float | None = None
+    wait_s: float | None = None
+    instance: str = ""
 
     @property
     def output_tokens(self) -> int:
