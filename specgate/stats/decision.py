@@ -6,18 +6,28 @@ threshold is log(1 + tolerance)):
 
 - PASS    the one-sided (1 − alpha_pass) upper confidence bound lies below the threshold: whatever the truth, it is
           within the tolerance (an equivalence-style bound, as in TOST);
-- BLOCK   the change is significant at alpha_block (one-sided) and the estimate exceeds the threshold;
-- UNKNOWN neither: the data cannot tell. More rounds may decide it (`units_needed` says how many units the
-          observed spread would need); at the budget, UNKNOWN blocks with that number.
+- BLOCK   "REGRESSED": the candidate is significantly worse (one-sided, at alpha_block) and the upper bound does
+          not show it within the tolerance — it is worse, and it may be worse by more than the tolerance;
+- UNKNOWN neither: the data cannot tell. More units may decide it (`units_needed` says how many the observed
+          spread would need); at the budget, UNKNOWN blocks with that number.
 
-The minimum detectable effect (`mde`) is the smallest true change that would BLOCK with probability `power`:
-the estimate must clear both the threshold and the significance bound, so it is max(threshold, t_b · se) + t_p · se.
-A PASS is only as strong as its MDE; every regression check states it ("would catch ≥ 4.1 %").
+A change significantly worse but shown within the tolerance (upper bound below it) passes: it is the tolerance's
+purpose. Both BLOCK and UNKNOWN stop a release; BLOCK says the data show a slowdown, UNKNOWN that they cannot
+tell.
 
-Error rates, with looks = the number of times a comparison is decided as rounds are added: alpha_pass and
-alpha_block are the per-look levels (the caller divides by the number of looks, and alpha_block also by the number
-of comparisons in the family), so an unchanged configuration blocks with probability ≤ alpha overall and a change
-beyond the tolerance passes with probability ≤ alpha_pass × looks per comparison.
+The minimum detectable effect (`mde`) is the smallest true change that ends REGRESSED with probability `power`
+at this look's standard error, degrees of freedom and levels. REGRESSED needs the estimate above both the
+significance bound (t_block · se) and the point where the upper bound reaches the threshold (threshold − t_pass ·
+se), so the MDE is the noncentrality at which a noncentral t on `df` degrees of freedom exceeds the larger of the
+two with probability `power` (`noncentrality`, Jennett and Welch's normal approximation, within 1 % of the exact
+noncentral t for df ≥ 5). It is a per-look figure: at a later look, with more units, it is smaller.
+
+Error rates, with looks = the number of times a comparison may be decided: alpha_pass and alpha_block are the
+per-look levels (the caller divides by the number of looks, and alpha_block also by the family of comparisons
+that share the run's α), so an unchanged configuration ends REGRESSED with probability ≤ alpha overall, and a
+change beyond the tolerance passes a comparison with probability ≤ alpha_pass × looks. How often an unchanged
+configuration ends UNKNOWN depends on the spread and the units measured: the gate sizes its run for it
+(`units_to_pass`).
 """
 
 from __future__ import annotations
@@ -70,6 +80,16 @@ def _p_worse(estimate: float, se: float, df: float) -> float:
     return float(stats.norm.sf(z) if math.isinf(df) else stats.t.sf(z, df))
 
 
+def noncentrality(critical: float, df: float, power: float) -> float:
+    """The noncentrality λ at which a noncentral t on `df` degrees of freedom exceeds `critical` with probability
+    `power` (Jennett and Welch: P(T > c) ≈ Φ((λ − c(1 − 1/(4 df))) / √(1 + c² / (2 df)))); normal for infinite df."""
+    z = t_quantile(power, math.inf)
+    if math.isinf(df):
+        return critical + z
+    df = max(df, 1.0)
+    return critical * (1.0 - 1.0 / (4.0 * df)) + z * math.sqrt(1.0 + critical * critical / (2.0 * df))
+
+
 def decide(
     estimate: float,
     se: float,
@@ -82,30 +102,42 @@ def decide(
     power: float = 0.95,
     spread: float | None = None,
     p_value: float | None = None,
+    t_block: float | None = None,
 ) -> Decision:
     """PASS, BLOCK or UNKNOWN for a worse-direction `estimate` with standard error `se` (see the module docstring).
 
     `spread` is the per-unit standard deviation (se · √n when units are independent); with it an UNKNOWN says how
     many units would decide it at the observed estimate and spread. `p_value` replaces the t-based one when the
-    comparison has an exact test of its own (e.g. a permutation test)."""
+    comparison has a test of its own (a permutation test, or a p-value adjusted for a family of correlated
+    comparisons), and `t_block` the significance bound's critical value then (e.g. a simultaneous one)."""
     if se < 0 or not math.isfinite(estimate) or not math.isfinite(se):
         raise ValueError(f"cannot decide on estimate={estimate!r}, se={se!r}")
     t_pass = t_quantile(1.0 - alpha_pass, df) if se > 0 else 0.0
-    t_block = t_quantile(1.0 - alpha_block, df) if se > 0 else 0.0
+    if t_block is None:
+        t_block = t_quantile(1.0 - alpha_block, df) if se > 0 else 0.0
     upper, lower = estimate + t_pass * se, estimate - t_block * se
     p_value = _p_worse(estimate, se, df) if p_value is None else p_value
     if upper < threshold:
         outcome: Outcome = "PASS"
-    elif p_value <= alpha_block and estimate > threshold:
+    elif p_value <= alpha_block and estimate > 0:
         outcome = "BLOCK"
     else:
         outcome = "UNKNOWN"
-    t_power = t_quantile(power, df) if se > 0 else 0.0
-    mde = max(threshold, t_block * se) + t_power * se
     needed = None
     if outcome == "UNKNOWN" and spread is not None and spread > 0:
         needed = units_needed(estimate, spread, threshold=threshold, t_pass=t_pass, t_block=t_block)
-    return Decision(outcome, estimate, se, df, upper, lower, p_value, threshold, mde, n, needed)
+    return Decision(
+        outcome, estimate, se, df, upper, lower, p_value, threshold, mde(se, df, threshold, t_pass, t_block, power), n,
+        needed,
+    )  # fmt: skip
+
+
+def mde(se: float, df: float, threshold: float, t_pass: float, t_block: float, power: float = 0.95) -> float:
+    """The smallest true change that ends REGRESSED with probability `power` (see the module docstring)."""
+    if se <= 0:
+        return 0.0
+    critical = max(t_block, threshold / se - t_pass)
+    return noncentrality(critical, df, power) * se
 
 
 def units_needed(estimate: float, spread: float, *, threshold: float, t_pass: float, t_block: float) -> int:
@@ -114,6 +146,15 @@ def units_needed(estimate: float, spread: float, *, threshold: float, t_pass: fl
     if margin <= 0:
         return 10**9  # exactly at the threshold: no sample size decides it
     return max(2, math.ceil((t * spread / margin) ** 2))
+
+
+def units_to_pass(spread: float, *, threshold: float, t_pass: float, miss: float) -> int:
+    """Units at which an unchanged configuration (true change 0) passes with probability 1 − `miss`: its upper bound,
+    0 + (z_{1−miss} + t_pass) · spread / √n on average plus noise, stays below the threshold."""
+    if spread <= 0:
+        return 2
+    z = t_quantile(1.0 - miss, math.inf)
+    return max(2, math.ceil(((z + t_pass) * spread / threshold) ** 2))
 
 
 def mean_and_se(values: Sequence[float]) -> tuple[float, float, int]:
