@@ -7,9 +7,13 @@ checks. The gate (on its live run), the sequential stopping rule (on the rounds 
 
 Three sources of a comparison, from the strongest:
 
-- **beside** (reference mode): the candidate arm and the reference arm measured in the same run, interleaved ABBA.
-  Units are prompt × round; each unit's log ratio candidate/reference cancels the prompt's length and the machine's
-  drift at that moment. Estimate: the mean log ratio (a geometric-mean ratio); standard error from the units.
+- **beside** (reference mode): the candidate arm and the reference arm measured in the same run, interleaved in a
+  balanced order. Units are prompt × round; each unit's log ratio candidate/reference cancels the prompt's length
+  and the machine's drift at that moment. Estimate: the 20 % trimmed mean of the log ratios with Yuen's standard
+  error (`specgate.stats.robust`: a few requests stretched by another process on the machine move neither the
+  estimate nor the spread). The log ratio is split into work and time per unit of work where the work is exact: a
+  request's decoding steps per output token repeat exactly under greedy decoding, so the TPOT ratio's work part
+  (steps per token, candidate over reference) is known without noise and only its time per step is estimated.
 - **history** (stored baselines of this machine, ≥ `min_history_runs` runs): each run is summarized by its mean log
   value over the prompt#round keys all runs share; the current run is compared with the history's mean, with the
   history's between-run spread (a prediction interval: se = s·√(1 + 1/k), k − 1 degrees of freedom). Between-run
@@ -17,41 +21,60 @@ Three sources of a comparison, from the strongest:
 - **within** (one stored run of this machine, when the policy allows fewer than `min_history_runs`): paired units
   against that run, like beside, but blind to between-run drift (the check says so).
 
-Tails (P99) are compared with a paired bootstrap of the percentile's log ratio (resamples enough to reach the
-corrected level); acceptance with the relative drop of the pooled acceptance rate, its standard error a jackknife
-over prompts (a prompt's verification steps are one cluster).
+Tails (P99) are compared with a paired permutation test of the percentile's log ratio; acceptance with the
+relative drop of the pooled acceptance rate, its standard error a jackknife over prompts (a prompt's verification
+steps are one cluster).
+
+Times are read in one `clock`: `wall` (what a user waits) or `cpu` (the engine's CPU time, where it measured it:
+the same work, but not stretched by other processes on a busy machine). Every comparison of a run uses the same
+clock (`clock_of`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
 from specgate.measure.samples import ArmSamples
+from specgate.stats.decision import percent
+from specgate.stats.robust import trimmed
 
 Kind = Literal["mean", "tail", "speedup"]
 
 
+Clock = Literal["wall", "cpu"]
+STOP_AFTER = 25  # a tail test stops once this many permutations were as extreme as the observed change
+PERMUTATION_CHUNK = 500
+
+
 @dataclass(frozen=True, slots=True)
 class Metric:
-    """A latency-type metric: the sample field it reads and how it is compared."""
+    """A latency-type metric: the sample field it reads (`cpu_field` in CPU time) and how it is compared."""
 
     name: str
     field: str
     kind: Kind
     higher_is_better: bool = False
     unit: str = "ms"
+    cpu_field: str = ""
+
+    def source(self, clock: Clock) -> str:
+        """The sample field read in `clock`."""
+        return self.cpu_field if clock == "cpu" and self.cpu_field else self.field
 
 
-TTFT = Metric("ttft_ms", "ttft_ms", "mean")
-TPOT = Metric("tpot_ms", "tpot_ms", "mean")
-E2EL = Metric("e2el_ms", "e2el_ms", "mean")
-P99_TTFT = Metric("p99_ttft_ms", "ttft_ms", "tail")
-SPEEDUP = Metric("speedup", "wall_ms", "speedup", higher_is_better=True, unit="×")
+TTFT = Metric("ttft_ms", "ttft_ms", "mean", cpu_field="cpu_ttft_ms")
+TPOT = Metric("tpot_ms", "tpot_ms", "mean", cpu_field="cpu_tpot_ms")
+E2EL = Metric("e2el_ms", "e2el_ms", "mean", cpu_field="cpu_e2el_ms")
+P99_TTFT = Metric("p99_ttft_ms", "ttft_ms", "tail", cpu_field="cpu_ttft_ms")
+SPEEDUP = Metric("speedup", "wall_ms", "speedup", higher_is_better=True, unit="×", cpu_field="cpu_e2el_ms")
+# the speedup beside a reference that shares the plain arm: S_ref / S_cand = the candidate's request time over the
+# reference's, unit by unit (worse when it takes longer)
+E2EL_AS_SPEEDUP = Metric("speedup", "wall_ms", "mean", cpu_field="cpu_e2el_ms")
 SPECULATIVE_METRICS: tuple[Metric, ...] = (TTFT, TPOT, E2EL, P99_TTFT, SPEEDUP)
 PLAIN_METRICS: tuple[Metric, ...] = (TPOT,)
 METRICS: dict[str, Metric] = {m.name: m for m in SPECULATIVE_METRICS}
@@ -75,9 +98,12 @@ def split_key(key: str, released: str = "spec") -> tuple[str, str]:
 class Estimate:
     """How much worse the candidate is, on the decision's scale (positive = worse), with its uncertainty.
 
-    `before`/`after` are the compared statistic in the metric's unit (means, P99, speedup), for people; `spread`
-    the per-unit standard deviation (for the units a decision would need), None for run-level comparisons; `p_value`
-    an exact one-sided p-value where the test has one (permutation), else it follows from estimate and se."""
+    `before`/`after` are the compared statistic in the metric's unit and `clock` (means, P99, speedup), for people;
+    `spread` the per-unit standard deviation (for the units a decision would need), None for run-level comparisons;
+    `p_value` an exact one-sided p-value where the test has one (permutation), else it follows from estimate and se;
+    `work` the exact part of `estimate` (the change in decoding steps per token; 0 when there is none), the rest
+    being the noisy change in time per step; `units` the worse-positive per-unit values the estimate was made of
+    (their noisy part), by unit key, for the correlations of a family of comparisons."""
 
     estimate: float
     se: float
@@ -89,6 +115,9 @@ class Estimate:
     spread: float | None = None
     log_scale: bool = True
     p_value: float | None = None
+    work: float = 0.0
+    clock: Clock = "wall"
+    units: Mapping[str, float] = field(default_factory=dict)
 
     def change(self, value: float | None = None) -> float:
         """A worse-positive value on the decision's scale as a relative change (e.g. +0.052 for 5.2 % worse)."""
@@ -96,27 +125,55 @@ class Estimate:
         return math.expm1(x) if self.log_scale else x
 
 
-def _by_key(arm: ArmSamples, field: str) -> dict[str, float]:
-    return {k: v for k, v in arm.by_key(field).items() if v > 0}
+def clock_of(requested: str, *arms: ArmSamples | None) -> Clock:
+    """The clock comparisons read: `wall` or `cpu` as requested; `auto` is `cpu` when every sample of the arms has its
+    CPU times (the engine measured them: one request at a time on a CPU backend), else `wall`."""
+    if requested in ("wall", "cpu"):
+        return requested  # type: ignore[return-value]
+    samples = [s for arm in arms if arm is not None for s in arm.latest().samples]
+    return "cpu" if samples and all(s.cpu_e2el_ms is not None for s in samples) else "wall"
 
 
-def _paired(before: Mapping[str, float], after: Mapping[str, float], sign: float) -> tuple[list[str], np.ndarray]:
-    keys = sorted(set(before) & set(after))
-    return keys, np.asarray([sign * math.log(after[k] / before[k]) for k in keys], dtype=np.float64)
+def _by_key(arm: ArmSamples, field_name: str) -> dict[str, float]:
+    return {k: v for k, v in arm.latest().by_key(field_name).items() if v is not None and v > 0}
 
 
-def unit_speedups(arm: ArmSamples, plain: ArmSamples) -> dict[str, float]:
+def unit_speedups(arm: ArmSamples, plain: ArmSamples, clock: Clock = "wall") -> dict[str, float]:
     """Per prompt#round: the plain arm's request time over the arm's (a whole-arm engine's requests too)."""
-    mine, base = _by_key(arm, "wall_ms"), _by_key(plain, "wall_ms")
+    name = SPEEDUP.source(clock)
+    mine, base = _by_key(arm, name), _by_key(plain, name)
     return {k: base[k] / mine[k] for k in sorted(set(mine) & set(base))}
 
 
-def _values(samples: ArmSamples, metric: Metric, plain: ArmSamples | None) -> dict[str, float]:
+def _values(samples: ArmSamples, metric: Metric, plain: ArmSamples | None, clock: Clock) -> dict[str, float]:
     if metric.kind == "speedup":
         if plain is None:
             raise ValueError("a speedup needs the plain-decoding arm")
-        return unit_speedups(samples, plain)
-    return _by_key(samples, metric.field)
+        return unit_speedups(samples, plain, clock)
+    return _by_key(samples, metric.source(clock))
+
+
+def _steps_per_token(arm: ArmSamples) -> dict[str, float]:
+    return {
+        s.key: s.steps / (s.output_tokens - 1)
+        for s in arm.latest().samples
+        if s.steps is not None and s.steps > 0 and s.output_tokens > 1
+    }
+
+
+def _work(metric: Metric, before: ArmSamples, after: ArmSamples, keys: Sequence[str], sign: float) -> np.ndarray:
+    """The exact part of each unit's log ratio: the change in decoding steps per token (TPOT only), when it repeats
+    exactly from round to round of every prompt (greedy decoding); zeros otherwise."""
+    if metric is not TPOT:
+        return np.zeros(len(keys))
+    b, a = _steps_per_token(before), _steps_per_token(after)
+    if not all(k in b and k in a for k in keys):
+        return np.zeros(len(keys))
+    work = np.asarray([sign * math.log(a[k] / b[k]) for k in keys])
+    by_prompt: dict[str, set[float]] = {}
+    for key, value in zip(keys, work, strict=True):
+        by_prompt.setdefault(key.split("#")[0], set()).add(round(float(value), 12))
+    return work if all(len(v) == 1 for v in by_prompt.values()) else np.zeros(len(keys))
 
 
 def paired(
@@ -127,23 +184,32 @@ def paired(
     plain_before: ArmSamples | None = None,
     plain_after: ArmSamples | None = None,
     how: str = "paired by prompt and round",
+    clock: Clock = "wall",
 ) -> Estimate:
-    """A mean metric (or the speedup), candidate `after` against `before`, paired by prompt#round."""
-    b, a = _values(before, metric, plain_before), _values(after, metric, plain_after)
+    """A mean metric (or the speedup), candidate `after` against `before`, paired by prompt#round: the trimmed mean
+    of the per-unit log ratios' time part plus their exact work part (see the module docstring)."""
+    b, a = _values(before, metric, plain_before, clock), _values(after, metric, plain_after, clock)
     sign = -1.0 if metric.higher_is_better else 1.0
-    keys, d = _paired(b, a, sign)
+    keys = sorted(set(b) & set(a))
     if len(keys) < 2:
         raise ValueError(f"{metric.name}: {len(keys)} prompt#round keys in common; at least 2 are needed")
-    sd = float(np.std(d, ddof=1))
+    ratios = np.asarray([sign * math.log(a[k] / b[k]) for k in keys], dtype=np.float64)
+    work = _work(metric, before, after, keys, sign)
+    time_part = trimmed(ratios - work)
+    exact = float(work.mean())
+    split = f"; work (steps per token) {percent(math.expm1(exact))}, exact" if work.any() else ""
     return Estimate(
-        estimate=float(d.mean()),
-        se=sd / math.sqrt(len(d)),
-        df=len(d) - 1,
-        n=len(d),
+        estimate=exact + time_part.estimate,
+        se=time_part.se,
+        df=time_part.df,
+        n=len(keys),
         before=float(np.mean([b[k] for k in keys])),
         after=float(np.mean([a[k] for k in keys])),
-        how=f"{how}, {len(keys)} units",
-        spread=sd,
+        how=f"{how}, {len(keys)} units, 20 % trimmed mean{split}",
+        spread=time_part.spread,
+        work=exact,
+        clock=clock,
+        units=dict(zip(keys, (ratios - work).tolist(), strict=True)),
     )
 
 
@@ -156,66 +222,93 @@ def tail(
     resamples: int,
     seed: int = 0,
     how: str = "paired permutation test",
+    clock: Clock = "wall",
 ) -> Estimate:
     """The q-th percentile, `after` against `before`: the log ratio of the two percentiles, tested with a paired
     permutation test (within each prompt#round unit the two labels are swapped at random, which is exact when the
     configurations do not differ; the bootstrap of an extreme percentile is not). The p-value's resolution is
-    1/(resamples + 1): give resamples ≥ 20 / α. `se` is the spread of the permutation distribution, for the MDE."""
-    b, a = _by_key(before, metric.field), _by_key(after, metric.field)
+    1/(resamples + 1): give resamples ≥ 20 / α. The permutations stop early once `STOP_AFTER` of them were at least
+    as extreme as the observed change (Besag and Clifford's sequential p-value, h / l: a change that is clearly
+    not significant needs a few hundred permutations, not thousands). `se` is the spread of the permutation
+    distribution, for the MDE."""
+    name = metric.source(clock)
+    b, a = _by_key(before, name), _by_key(after, name)
     keys = sorted(set(b) & set(a))
     if len(keys) < 4:
         raise ValueError(f"{metric.name}: {len(keys)} prompt#round keys in common; a percentile needs at least 4")
     xb, xa = np.asarray([b[k] for k in keys]), np.asarray([a[k] for k in keys])
     observed = math.log(float(np.percentile(xa, q)) / float(np.percentile(xb, q)))
-    rng = np.random.default_rng(seed)
-    chunk = max(1, (1 << 22) // len(keys))
-    null = []
-    for start in range(0, resamples, chunk):
-        swap = rng.random((min(chunk, resamples - start), len(keys))) < 0.5
-        pa, pb = np.where(swap, xb, xa), np.where(swap, xa, xb)
-        null.append(np.log(np.percentile(pa, q, axis=1) / np.percentile(pb, q, axis=1)))
-    values = np.concatenate(null)
     sign = -1.0 if metric.higher_is_better else 1.0
-    p_value = (1.0 + float(np.count_nonzero(sign * values >= sign * observed))) / (len(values) + 1.0)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(PERMUTATION_CHUNK, (1 << 22) // len(keys)))
+    null: list[np.ndarray] = []
+    done = extreme = 0
+    while done < resamples and extreme < STOP_AFTER:
+        swap = rng.random((min(chunk, resamples - done), len(keys))) < 0.5
+        pa, pb = np.where(swap, xb, xa), np.where(swap, xa, xb)
+        values = np.log(_percentile_rows(pa, q) / _percentile_rows(pb, q))
+        null.append(values)
+        done += len(values)
+        extreme += int(np.count_nonzero(sign * values >= sign * observed))
+    spread = np.concatenate(null)
+    p_value = extreme / done if extreme >= STOP_AFTER else (1.0 + extreme) / (done + 1.0)
+    stopped = f", stopped after {done:,}: clearly not significant" if done < resamples else ""
     return Estimate(
         estimate=sign * observed,
-        se=float(np.std(values, ddof=1)),
+        se=float(np.std(spread, ddof=1)),
         df=math.inf,
         n=len(keys),
         before=float(np.percentile(xb, q)),
         after=float(np.percentile(xa, q)),
-        how=f"{how} of {len(keys)} units ({resamples:,} permutations)",
+        how=f"{how} of {len(keys)} units ({resamples:,} permutations{stopped})",
         p_value=p_value,
+        clock=clock,
     )
 
 
-def _run_level(samples: ArmSamples, metric: Metric, plain: ArmSamples | None, keys: Sequence[str]) -> float:
-    """One run's summary on the log scale: the mean log value over `keys` (the P99's log for tails)."""
-    values = _values(samples, metric, plain)
+def _percentile_rows(x: np.ndarray, q: float) -> np.ndarray:
+    """numpy's linear-interpolation percentile of each row, from the two order statistics it needs (a partial sort:
+    O(n) per row instead of a full one)."""
+    n = x.shape[1]
+    position = q / 100.0 * (n - 1)
+    low = math.floor(position)
+    high = min(low + 1, n - 1)
+    parts = np.partition(x, [low, high], axis=1)
+    weight = position - low
+    result: np.ndarray = parts[:, low] * (1.0 - weight) + parts[:, high] * weight
+    return result
+
+
+def _run_level(
+    samples: ArmSamples, metric: Metric, plain: ArmSamples | None, keys: Sequence[str], clock: Clock
+) -> float:
+    """One run's summary on the log scale: the trimmed mean log value over `keys` (the P99's log for tails)."""
+    values = _values(samples, metric, plain, clock)
     if metric.kind == "tail":
         return math.log(float(np.percentile([values[k] for k in keys], 99.0)))
-    return float(np.mean([math.log(values[k]) for k in keys]))
+    return trimmed([math.log(values[k]) for k in keys]).estimate
 
 
 def history(
     metric: Metric,
     runs: Sequence[tuple[ArmSamples, ArmSamples | None]],
     current: tuple[ArmSamples, ArmSamples | None],
+    clock: Clock = "wall",
 ) -> Estimate:
     """The current run against the runs of the same machine, with the between-run spread (≥ 2 runs).
 
     `runs` and `current` are (the arm's samples, its plain arm's samples for the speedup)."""
     if len(runs) < 2:
         raise ValueError(f"{metric.name}: a between-run spread needs at least 2 stored runs, got {len(runs)}")
-    keys = set(_values(current[0], metric, current[1]))
+    keys = set(_values(current[0], metric, current[1], clock))
     for arm, plain in runs:
-        keys &= set(_values(arm, metric, plain))
+        keys &= set(_values(arm, metric, plain, clock))
     common = sorted(keys)
     if len(common) < 2:
         raise ValueError(f"{metric.name}: the stored runs and this run share {len(common)} prompt#round keys")
     sign = -1.0 if metric.higher_is_better else 1.0
-    levels = np.asarray([_run_level(arm, metric, plain, common) for arm, plain in runs])
-    now = _run_level(current[0], metric, current[1], common)
+    levels = np.asarray([_run_level(arm, metric, plain, common, clock) for arm, plain in runs])
+    now = _run_level(current[0], metric, current[1], common, clock)
     k = len(levels)
     spread = float(np.std(levels, ddof=1))
     return Estimate(
@@ -226,6 +319,7 @@ def history(
         before=math.exp(float(levels.mean())),
         after=math.exp(now),
         how=f"against {k} runs of this machine (between-run spread {math.expm1(spread):.1%}), {len(common)} keys",
+        clock=clock,
     )
 
 
@@ -236,8 +330,9 @@ def acceptance_drop(before: ArmSamples, after: ArmSamples) -> Estimate:
 
     def per_prompt(arm: ArmSamples) -> dict[str, tuple[int, int]]:
         totals: dict[str, tuple[int, int]] = {}
-        first = min((s.repetition for s in arm.samples), default=0)
-        for sample in arm.samples:
+        latest = arm.latest().samples
+        first = min((s.repetition for s in latest), default=0)
+        for sample in latest:
             if sample.repetition == first:
                 acc, dra = totals.get(sample.prompt_id, (0, 0))
                 totals[sample.prompt_id] = (acc + sample.accepted, dra + sample.drafted)

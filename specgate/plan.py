@@ -137,12 +137,34 @@ class MeasurementPlan:
         """The plain-decoding arm a speculative arm is timed against, or None."""
         return dict(self.speedups).get(name)
 
-    def order(self, round_index: int, prompt_index: int = 0) -> tuple[str, ...]:
-        """The arms in the order they run for this prompt of this round: every pair of arms swaps its order from
-        one prompt to the next and from one round to the next (ABBA), so slow drift of the machine and the cost of
-        switching arms fall on every arm alike."""
-        forward = (round_index + prompt_index) % 2 == 0
-        return self.names if forward else tuple(reversed(self.names))
+    def order(self, round_index: int, prompt_index: int = 0, arms: Sequence[str] | None = None) -> tuple[str, ...]:
+        """The arms (all, or the active `arms`) in the order they run for this prompt of this round: the rows of a
+        Williams design taken in turn from one prompt and one round to the next, so that over a cycle of rows every
+        arm runs in every position and right after every other arm equally often: slow drift of the machine and the
+        cost of switching from one arm to another fall on every arm alike (two arms: ABBA)."""
+        names = self.names if arms is None else tuple(a for a in self.names if a in arms)
+        rows = williams(len(names))
+        row = rows[(round_index + prompt_index) % len(rows)]
+        return tuple(names[i] for i in row)
+
+
+def williams(k: int) -> tuple[tuple[int, ...], ...]:
+    """The rows of a Williams design for `k` treatments: a Latin square whose rows run 0, 1, k−1, 2, k−2, … shifted
+    by one each, and for odd `k` its mirror too (every treatment follows every other one equally often)."""
+    if k <= 1:
+        return ((0,) * k,)
+    first = [0]
+    low, high = 1, k - 1
+    while len(first) < k:
+        first.append(low)
+        low += 1
+        if len(first) < k:
+            first.append(high)
+            high -= 1
+    rows = [tuple((x + shift) % k for x in first) for shift in range(k)]
+    if k % 2:
+        rows += [tuple(reversed(r)) for r in rows]
+    return tuple(rows)
 
 
 def _arm(spec: ArmSpec, pair: PairConfig, hardware: HardwareProfile, *, reference: bool, slowdown: float) -> Arm:

@@ -21,7 +21,7 @@ from specgate.checks.advice import advise
 from specgate.checks.catalogue import CheckSpec, Target, applicable
 from specgate.checks.judgement import Subject, judge
 from specgate.checks.levels import family_size
-from specgate.checks.sequential import acceptance_steps, extend_acceptance, pool_hint, stop_rule
+from specgate.checks.sequential import acceptance_steps, pool_hint
 from specgate.checks.sla import recommendations
 from specgate.checks.verdict import Verdict, decide
 from specgate.config import (
@@ -36,14 +36,12 @@ from specgate.config import (
     parse_selection,
     with_sla,
 )
-from specgate.engines.base import Engine, ExplainsDivergences, LoadShape, ScoresPerplexity
+from specgate.engines.base import Engine
 from specgate.errors import BaselineError, ConfigError
-from specgate.evaluation import Evaluation, evaluate
+from specgate.evaluation import Evaluation
 from specgate.faults import FaultLog
 from specgate.hardware.fingerprint import Fingerprint, run_fingerprint
-from specgate.measure.monitor import ArmMonitor
-from specgate.measure.perplexity import measure_perplexity
-from specgate.measure.protocol import Measurement, StopRule, measure_plan
+from specgate.measure.protocol import Measurement, Progress
 from specgate.measure.workloads import load_workload
 from specgate.plan import Arm, MeasurementPlan, build_plan, engine_arms
 from specgate.reports.document import VerdictDocument
@@ -105,6 +103,7 @@ class GateRun:
     _regressions: dict[tuple[str, str, str], Check | Exception] | None = None
     _sampled: dict[tuple[str, str, str], DistributionTest | BaseException] = field(default_factory=dict)
     _fingerprints: dict[tuple[str, str], Fingerprint] = field(default_factory=dict)
+    progress: Progress | None = None
 
     @classmethod
     def from_options(cls, options: GateOptions) -> GateRun:
@@ -209,51 +208,14 @@ class GateRun:
             raise cached
         return cached
 
-    def _policy_of(self, workload: WorkloadConfig) -> GatePolicy:
-        if workload.repetitions is None:
-            return self.policy
-        # e.g. an accuracy probe: greedy outputs repeat exactly, one pass is enough
-        return dataclasses.replace(self.policy, repetitions=workload.repetitions, max_repetitions=workload.repetitions)
-
     def _evaluate(self, pair_name: str, workload_name: str) -> Evaluation:
-        from specgate.hardware.backends import get_backend
+        from specgate.measuring import measure_workload
 
-        engine = self.engine(pair_name)
-        plan = self.plan(pair_name, workload_name)
-        workload = self.workload(workload_name)
-        policy = self._policy_of(workload)
-        prompts = load_workload(workload)
-        monitor = ArmMonitor(self.hardware, get_backend(self.hardware.backend, self.hardware.device))
-        stop = self._stop_rule(plan, workload, len(prompts))
-        try:
-            probes = policy.ttft_probes if plan.beside and workload.gate_speed else 0
-            measurement = measure_plan(
-                engine, plan, prompts, policy, hardware=self.hardware.name, stop=stop, probes=probes,
-                observer=self.faults.recorder(pair_name, workload_name, monitor), load=LoadShape.of(workload),
-            )  # fmt: skip
-            measurement = extend_acceptance(engine, measurement, workload, self.sla(pair_name), policy, monitor)
-        finally:
-            observation = monitor.finish()
-        models = engine.models(plan.plain)
-        scores = isinstance(engine, ScoresPerplexity) and plan.ladder and workload.perplexity
-        return evaluate(
-            measurement,
-            task=workload.task,
-            seed=policy.seed,
-            hardware=self.hardware,
-            observation=observation,
-            model_folder=models["target"].folder if "target" in models else None,
-            explainer=engine if isinstance(engine, ExplainsDivergences) else None,
-            perplexity=measure_perplexity(engine, plan, prompts) if scores else None,  # type: ignore[arg-type]
-            gate_speed=workload.gate_speed,
-        )
-
-    def _stop_rule(self, plan: MeasurementPlan, workload: WorkloadConfig, prompts: int) -> StopRule | None:
-        """In reference mode, more rounds while a latency comparison beside the reference is UNKNOWN."""
-        policy = self._policy_of(workload)
-        if not plan.beside or not workload.gate_speed or policy.max_repetitions <= policy.repetitions:
-            return None
-        return stop_rule(plan, self.hardware.name, self.sla(plan.pair), policy, self.family(), prompts)
+        return measure_workload(
+            self.engine(pair_name), self.plan(pair_name, workload_name), self.workload(workload_name), self.policy,
+            self.hardware, self.sla(pair_name), self.family(),
+            lambda monitor: self.faults.recorder(pair_name, workload_name, monitor), self.progress,
+        )  # fmt: skip
 
     def family(self) -> int:
         """The number of latency comparisons the run gates (the multiple-comparison family)."""

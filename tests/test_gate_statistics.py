@@ -82,30 +82,56 @@ def blocked(results: dict[str, object], *names: str) -> set[str]:
     return {n for n in latency if not getattr(results[n], "passed", False)}
 
 
-def test_reference_mode_a_a_runs_never_block() -> None:
-    trials = [judge_reference(FakeBehaviour(noise_cv=0.05), seed) for seed in range(200)]
-    rate = sum(bool(blocked(t)) for t in trials) / len(trials)
+# A shared 2-vCPU runner, as measured on real runs: 10 % per-request noise (heavy-tailed), a tenth of the requests
+# stretched 3× by another process (wall time only: the engine waited for a CPU), and a slow ±5 % drift of the
+# machine's speed. The gate sizes its run for it, up to 40 rounds.
+BUSY = FakeBehaviour(noise_cv=0.02, request_cv=0.10, noise_df=5, spike_share=0.1, spike_factor=3.0, drift=0.05)
+SIZED = dataclasses.replace(POLICY, max_repetitions=40, looks=3)
+
+
+def outcomes(results: dict[str, object]) -> list[str]:
+    """The outcomes of the latency comparisons beside the reference."""
+    latency = ("ttft_ms", "tpot_ms", "e2el_ms", "p99_ttft_ms", "speedup")
+    return [results[f"reference:{m}"].details["outcome"] for m in latency]  # type: ignore[attr-defined]
+
+
+def rates(trials: list[dict[str, object]]) -> tuple[float, float]:
+    """(share of trials that blocked for any reason, share that ended REGRESSED)."""
+    regressed = sum("BLOCK" in outcomes(t) for t in trials) / len(trials)
+    return sum(bool(blocked(t)) for t in trials) / len(trials), regressed
+
+
+@pytest.mark.parametrize("clock", ["cpu", "wall"])
+def test_an_unchanged_configuration_on_a_busy_machine_passes(clock: str) -> None:
+    """A/A at the busy machine's noise: any BLOCK (UNKNOWN included) ≤ 5 %, REGRESSED ≤ 1 % (the README's rates; the
+    rates over 1,000 trials are printed by scripts/gate_error_rates.py). In wall time the spikes stay in the data
+    (the trimmed mean keeps them from deciding) and the run needs about twice the rounds of CPU time's."""
+    policy = dataclasses.replace(SIZED, clock=clock, max_repetitions=40 if clock == "cpu" else 80)
+    trials = [judge_reference(BUSY, seed, policy=policy) for seed in range(200 if clock == "cpu" else 100)]
+    any_block, regressed = rates(trials)
     rounds = sum(int(t["rounds"]) for t in trials) / len(trials)  # type: ignore[call-overload]
-    print(f"reference-mode A/A: blocked {rate:.1%} of {len(trials)} trials, {rounds:.1f} rounds on average")
-    assert rate <= 0.01
+    print(f"A/A ({clock}): blocked {any_block:.1%}, REGRESSED {regressed:.1%}, {rounds:.1f} rounds on average")
+    assert any_block <= 0.05 and regressed <= 0.01
 
 
-def test_an_injected_ten_percent_slowdown_blocks() -> None:
-    trials = [judge_reference(FakeBehaviour(noise_cv=0.05), seed, slowdown=0.10) for seed in range(100)]
-    rate = sum("reference:tpot_ms" in blocked(t) for t in trials) / len(trials)
-    print(f"--inject-slowdown=0.10: tpot blocked in {rate:.0%} of {len(trials)} trials")
-    assert rate >= 0.95
+@pytest.mark.parametrize(("slowdown", "power"), [(0.05, 0.90), (0.10, 0.95)])
+def test_a_slowdown_of_the_tolerance_or_more_ends_regressed(slowdown: float, power: float) -> None:
+    """An injected 5 % (the tolerance) and 10 % slowdown at the same noise end REGRESSED (not merely UNKNOWN)."""
+    trials = [judge_reference(BUSY, seed, policy=SIZED, slowdown=slowdown) for seed in range(60)]
+    regressed = sum("BLOCK" in outcomes(t) for t in trials) / len(trials)
+    print(f"--inject-slowdown={slowdown}: REGRESSED in {regressed:.0%} of {len(trials)} trials")
+    assert regressed >= power
     check = trials[0]["reference:tpot_ms"]
     assert "REGRESSED" in check.message and "would catch ≥" in check.message  # type: ignore[attr-defined]
 
 
-def test_every_latency_comparison_states_its_minimum_detectable_effect() -> None:
-    results = judge_reference(FakeBehaviour(noise_cv=0.05), 3)
+def test_every_latency_comparison_states_its_minimum_detectable_effect_per_look() -> None:
+    results = judge_reference(BUSY, 3, policy=SIZED)
     for name in ("reference:ttft_ms", "reference:tpot_ms", "reference:e2el_ms", "reference:speedup"):
         check = results[name]
         mde = check.details["mde"]  # type: ignore[attr-defined]
-        assert 0.05 < mde < 0.2, (name, mde)
-        assert f"would catch ≥ {mde:.1%}" in check.message  # type: ignore[attr-defined]
+        assert 0.0 < mde <= 0.05, (name, mde)  # the sized run catches a slowdown of the tolerance
+        assert f"would catch ≥ {mde:.1%} at this look" in check.message  # type: ignore[attr-defined]
 
 
 def test_whole_arm_speedup_regression_blocks_and_an_unchanged_one_passes() -> None:
@@ -121,7 +147,8 @@ def test_whole_arm_speedup_regression_blocks_and_an_unchanged_one_passes() -> No
 
 
 def test_a_tail_only_regression_blocks_with_a_pair_all_sized_family() -> None:
-    """×1.5 on a tenth of the requests (the others slightly faster, so the means stay), 36 comparisons in the family."""
+    """×1.5 on a tenth of the requests (the others slightly faster, so the means stay), a `--pair=all`-sized family
+    (36 groups)."""
     tail = {"spec": FakeBehaviour(noise_cv=0.03, tail_share=0.1, tail_factor=1.5)}
     policy = dataclasses.replace(POLICY, repetitions=4, max_repetitions=4)
     prompts = tuple(Prompt(f"doc-{i}", "text", max_new_tokens=24) for i in range(16))
@@ -134,7 +161,7 @@ def test_a_tail_only_regression_blocks_with_a_pair_all_sized_family() -> None:
         f"tail ×1.5: mean TTFT change {sum(means) / len(means):+.1%}; P99 blocked in "
         f"{sum('reference:p99_ttft_ms' in blocked(t) for t in trials)}/10"
     )
-    assert all(abs(m) < 0.05 for m in means)
+    assert all(m < 0.05 for m in means)  # the trimmed means see no slowdown (the tail is trimmed away): P99 must
     assert all("reference:p99_ttft_ms" in blocked(t) for t in trials)
 
 

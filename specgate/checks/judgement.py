@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 
 from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
+from specgate.checks.beside import _resamples, beside, samples_for
 from specgate.checks.ladder_baseline import ladder_vs_baseline
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import (
@@ -36,118 +37,19 @@ from specgate.comparison import (
     TASK_ACCURACY,
     Estimate,
     Metric,
+    clock_of,
     history,
-    metric_key,
     paired,
     split_key,
     tail,
 )
 from specgate.config import GatePolicy
 from specgate.measure.samples import ArmSamples
-from specgate.plan import MeasurementPlan
 from specgate.stats.decision import Decision, t_quantile
 from specgate.store.baselines import Baseline
 from specgate.store.records import RunRecord
 
 MAX_HISTORY_RUNS = 20  # more runs than anyone keeps: beyond it, history is the wrong tool for this machine
-
-
-def samples_for(record: RunRecord, arm: str, metric: Metric) -> ArmSamples:
-    """An arm's samples for a metric: TTFT reads the one-token probes too."""
-    return record.ttft_view(arm) if metric.field == "ttft_ms" else record.arms[arm]
-
-
-def beside_estimate(
-    plan: MeasurementPlan, record: RunRecord, metric: Metric, arm: str, policy: GatePolicy, alpha: float
-) -> object:
-    """The estimate of one metric of a candidate arm against its reference arm, both measured in this run."""
-    reference = dict(plan.beside)[arm]
-    plain_cand, plain_ref = plan.baseline_of(arm), plan.baseline_of(reference)
-    before, after = samples_for(record, reference, metric), samples_for(record, arm, metric)
-    probes = " with TTFT probes" if metric.field == "ttft_ms" and record.probes else ""
-    how = f"paired by prompt and round beside the reference ({reference}){probes}"
-    if metric.kind == "tail":
-        return tail(metric, before, after, resamples=_resamples(policy, alpha), seed=policy.seed, how=how)
-    return paired(
-        metric,
-        before,
-        after,
-        plain_before=None if plain_ref is None else record.arms[plain_ref],
-        plain_after=None if plain_cand is None else record.arms[plain_cand],
-        how=how,
-    )
-
-
-def _resamples(policy: GatePolicy, alpha: float) -> int:
-    """Enough bootstrap resamples for the tail's corrected level, never fewer than the policy's."""
-    return max(policy.bootstrap_resamples, math.ceil(20 / alpha))
-
-
-def beside_latency(subject: Subject, policy: GatePolicy, levels: Levels, budget: str = "") -> Results:
-    """`reference:<metric>` latency checks of a plan (the sequential stopping rule calls this on partial rounds)."""
-    plan = subject.plan
-
-    def estimate(metric: Metric, arm: str) -> object:
-        return beside_estimate(plan, subject.record, metric, arm, policy, levels.alpha_block)
-
-    return metric_checks(
-        "reference",
-        (plan.pair, plan.workload),
-        latency_keys(plan, beside=True),
-        plan.released,
-        estimate,  # type: ignore[arg-type]
-        subject.sla,
-        levels,
-        lambda arm: f"{dict(plan.beside)[arm]} measured beside it",
-        units_per_round=subject.units_per_round,
-        budget=budget,
-    )
-
-
-def beside(subject: Subject, policy: GatePolicy, levels: Levels, budget: str) -> Results:
-    """Every `reference:*` check of a pair × workload."""
-    plan, record = subject.plan, subject.record
-    where = (plan.pair, plan.workload)
-    results = beside_latency(subject, policy, levels, budget)
-    for arm, ref_arm in plan.beside:
-        if plan.arm(arm).speculative:
-            name = f"reference:{metric_key(ACCEPTANCE, arm, plan.released)}"
-            results[name] = acceptance_check(
-                name,
-                where,
-                record.acceptance_view(ref_arm),
-                record.acceptance_view(arm),
-                subject.sla,
-                acceptance_levels(policy, subject.acceptance_steps, record.acceptance_view(arm)),
-                f"{ref_arm} measured beside it",
-                arm=arm,
-                hint=subject.pool_hint,
-            )
-    released = plan.released
-    reference = dict(plan.beside).get(released)
-    if reference is not None:
-        same = dict(record.models.get(released, {})) == dict(record.models.get(reference, {}))
-        results[f"reference:{OUTPUT_DRIFT}"] = output_drift_check(
-            f"reference:{OUTPUT_DRIFT}",
-            where,
-            record.arms[reference],
-            record.arms[released],
-            same,
-            subject.sla,
-            f"{reference} measured beside it",
-            arm=released,
-        )
-        if record.accuracy:
-            results[f"reference:{TASK_ACCURACY}"] = accuracy_check(
-                f"reference:{TASK_ACCURACY}",
-                where,
-                record.accuracy.get(reference),
-                record.accuracy.get(released),
-                subject.sla,
-                f"{reference} measured beside it",
-                arm=released,
-            )
-    return results
 
 
 def _machines_text(baseline: Baseline, record: RunRecord) -> str:
@@ -278,16 +180,18 @@ def _baseline_latency(
         def pick(stored: RunRecord) -> tuple[ArmSamples, ArmSamples | None]:
             return samples_for(stored, arm, metric), None if plain is None else stored.arms[plain]
 
+        clock = clock_of(policy.clock, record.arms.get(arm), *(r.arms.get(arm) for r in runs))
         if len(runs) >= 2:
-            return history(metric, [pick(r) for r in runs], pick(record))
+            return history(metric, [pick(r) for r in runs], pick(record), clock)
         before, plain_before = pick(runs[-1])
         after, plain_after = pick(record)
         how = "paired with the one stored run of this machine (between-run drift not measured)"
         if metric.kind == "tail":
             return tail(
-                metric, before, after, resamples=_resamples(policy, levels.alpha_block), seed=policy.seed, how=how
-            )
-        return paired(metric, before, after, plain_before=plain_before, plain_after=plain_after, how=how)
+                metric, before, after, resamples=_resamples(policy, levels.alpha_block), seed=policy.seed, how=how,
+                clock=clock,
+            )  # fmt: skip
+        return paired(metric, before, after, plain_before=plain_before, plain_after=plain_after, how=how, clock=clock)
 
     results = metric_checks(
         "regression",

@@ -4,7 +4,7 @@ spends."""
 
 from __future__ import annotations
 
-from specgate.checks.regression import Levels, latency_keys, statistical
+from specgate.checks.regression import Levels, groups, latency_keys
 from specgate.config import GatePolicy
 from specgate.measure.pool import look_share
 from specgate.measure.samples import ArmSamples
@@ -18,13 +18,17 @@ def acceptance_levels(policy: GatePolicy, steps: tuple[int, ...], samples: ArmSa
 
 
 def looks_of(policy: GatePolicy, reference: bool) -> int:
-    """How often a comparison may be looked at: once per round from `repetitions` to `max_repetitions` in
-    reference mode (more rounds can decide an UNKNOWN there), once otherwise."""
-    return max(1, policy.max_repetitions - policy.repetitions + 1) if reference else 1
+    """How often a comparison may be looked at: at most `policy.looks` times in reference mode (after the first
+    rounds, then after each batch of rounds sized from the spread; never more than there are rounds to add), once
+    otherwise."""
+    if not reference:
+        return 1
+    return max(1, min(policy.looks, policy.max_repetitions - policy.repetitions + 1))
 
 
 def family_size(plans: list[tuple[MeasurementPlan, bool]]) -> int:
-    """The number of latency comparisons the run gates (on workloads that gate speed): the Holm/Bonferroni family.
+    """The number of groups of latency comparisons the run gates (on workloads that gate speed): per pair ×
+    workload × candidate arm, its mean comparisons (one group, `specgate.checks.family`) and its tail (another).
 
     `plans` are (plan, whether its workload gates speed)."""
     count = 0
@@ -32,5 +36,5 @@ def family_size(plans: list[tuple[MeasurementPlan, bool]]) -> int:
         if not speed:
             continue
         keys = latency_keys(plan, beside=True) if plan.reference else latency_keys(plan, beside=False)
-        count += sum(1 for key in keys if statistical(key))
+        count += groups(keys, plan.released)
     return max(1, count)

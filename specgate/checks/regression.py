@@ -6,9 +6,12 @@ would have caught. Names: `reference:<metric>` against the reference arm measure
 `speedup` and `acceptance_rate` for the released arm `spec`, prefixed with the arm for others (`ar.tpot_ms`).
 
 Levels: an UNKNOWN may be decided by more rounds, so a comparison is looked at up to `looks` times; PASS holds its
-upper bound at α / looks, BLOCK its significance at α / (looks × family), family being the number of latency
-comparisons of the run. An unchanged configuration therefore blocks with probability ≤ α, and a slowdown beyond the
-tolerance passes a comparison with probability ≤ α.
+upper bound at α / looks, BLOCK its significance at α / (looks × family), family being the number of groups of
+latency comparisons of the run: the mean comparisons of one candidate arm against its reference (TTFT, TPOT, E2EL,
+the speedup: nearly the same statistic several times) share one level through the max-t method
+(`specgate.stats.simultaneous`), and each arm's P99 comparison is a group of its own. An unchanged configuration
+therefore ends REGRESSED with probability ≤ α, and a slowdown beyond the tolerance passes a comparison with
+probability ≤ α (a release passes only when every comparison passes, so no split is needed on that side).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 
 from specgate.accuracy import TaskAccuracy, compare_accuracy
 from specgate.checks import DRIFT, REGRESSION, Check
+from specgate.checks.family import family_significance
 from specgate.comparison import (
     ACCEPTANCE,
     METRICS,
@@ -74,6 +78,16 @@ def statistical(key: str) -> bool:
     return split_key(key)[1] in METRICS or split_key(key)[1] == "tpot_ms"
 
 
+def groups(keys: tuple[str, ...], released: str = "spec") -> int:
+    """How many groups of the run's family `keys` make: per arm, its mean comparisons and its tail, each one."""
+    found = set()
+    for key in keys:
+        if statistical(key):
+            arm, name = split_key(key, released)
+            found.add((arm, METRICS[name].kind == "tail" if name in METRICS else False))
+    return len(found)
+
+
 def _name(prefix: str, key: str) -> str:
     return f"{prefix}:{key}"
 
@@ -85,9 +99,9 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def decision_text(decision: Decision, estimate: Estimate, tolerance: float, levels: Levels) -> str:
-    """The outcome in words, with the interval, the MDE and, for UNKNOWN, what would decide it."""
+    """The outcome in words, with the interval, the MDE (per look) and, for UNKNOWN, what would decide it."""
     change, upper, mde = estimate.change(), estimate.change(decision.upper), estimate.change(decision.mde)
-    caught = f"would catch ≥ {mde:.1%}"
+    caught = f"would catch ≥ {mde:.1%} at this look"
     if decision.outcome == "PASS":
         return (
             f"PASS: {percent(change)} worse at most {percent(upper)} ({1 - levels.alpha_pass:.1%} upper bound) < "
@@ -95,8 +109,10 @@ def decision_text(decision: Decision, estimate: Estimate, tolerance: float, leve
         )
     if decision.outcome == "BLOCK":
         return (
-            f"REGRESSED: {percent(change)} (lower bound {percent(estimate.change(decision.lower))}, "
-            f"p={decision.p_value:.2g} ≤ α {levels.alpha_block:.2g}) > tolerance {tolerance:.0%}; {caught}"
+            f"REGRESSED: {percent(change)}, significantly worse (lower bound "
+            f"{percent(estimate.change(decision.lower))}, "
+            f"p={decision.p_value:.2g} ≤ α {levels.alpha_block:.2g}) and not within tolerance {tolerance:.0%} (upper "
+            f"bound {percent(upper)}); {caught}"
         )
     return (
         f"UNKNOWN: {percent(change)}, upper bound {percent(upper)} ≥ tolerance {tolerance:.0%} and not significant "
@@ -117,9 +133,13 @@ def latency_check(
     units_per_round: int | None = None,
     budget: str = "",
     undecided: Callable[[Decision, Estimate], str] | None = None,
+    family: tuple[float, float] | None = None,
+    interference: str = "",
 ) -> Check:
     """A latency-type comparison decided and turned into its check. `undecided` says what would decide an UNKNOWN
-    (default: the rounds or units the observed spread needs)."""
+    (default: the rounds or units the observed spread needs); `family` is (max-t critical value, adjusted p-value)
+    when the comparison shares its level with others on the same units; `interference` names how busy the machine
+    was (said with an UNKNOWN)."""
     decision = decide(
         estimate.estimate,
         estimate.se,
@@ -129,7 +149,8 @@ def latency_check(
         alpha_pass=levels.alpha_pass,
         n=estimate.n,
         spread=estimate.spread,
-        p_value=estimate.p_value,
+        p_value=estimate.p_value if family is None else family[1],
+        t_block=None if family is None else family[0],
     )
     label = metric.name.upper() if metric.kind == "tail" else metric.name
     outcome = decision.outcome
@@ -146,9 +167,10 @@ def latency_check(
         text = decision_text(decision, estimate, tolerance, levels)
     if outcome == "UNKNOWN":
         more = undecided(decision, estimate) if undecided else _what_would_decide(decision, units_per_round, budget)
-        text = "BLOCK: " + text + more
+        text = "BLOCK: " + text + (f" — {interference}" if interference else "") + more
+    clock = " (CPU time)" if estimate.clock == "cpu" else ""
     message = (
-        f"{text}. {label} {_fmt(estimate.before, metric.unit)} → {_fmt(estimate.after, metric.unit)}, "
+        f"{text}. {label}{clock} {_fmt(estimate.before, metric.unit)} → {_fmt(estimate.after, metric.unit)}, "
         f"{estimate.how}, against {against}"
     )
     return Check(
@@ -176,6 +198,10 @@ def latency_check(
             "units_needed": decision.units_needed,
             "against": against,
             "method": estimate.how,
+            "clock": estimate.clock,
+            "work": estimate.work,
+            "spread": estimate.spread,
+            "interference": interference,
         },
         arm=arm,
     )
@@ -355,19 +381,27 @@ def metric_checks(
     units_per_round: int | None = None,
     budget: str = "",
     undecided: Callable[[Decision, Estimate], str] | None = None,
+    interference: str = "",
 ) -> dict[str, Check | Exception]:
-    """The latency checks of `keys` (acceptance excluded), each from `estimate(metric, arm)`, by check name."""
+    """The latency checks of `keys` (acceptance excluded), each from `estimate(metric, arm)`, by check name; the
+    mean comparisons of each arm share their level (`family_significance`)."""
     results: dict[str, Check | Exception] = {}
+    estimates: dict[str, tuple[Metric, str, Estimate]] = {}
     for key in keys:
         arm, name = split_key(key, released)
         if name == ACCEPTANCE:
             continue
         metric = METRICS.get(name) or next(m for m in PLAIN_METRICS if m.name == name)
         try:
-            value = estimate(metric, arm)
+            estimates[key] = (metric, arm, estimate(metric, arm))
         except (ValueError, KeyError) as exc:
             results[_name(prefix, key)] = ValueError(f"{prefix}:{key} cannot be compared: {exc}")
-            continue
+    shared: dict[str, tuple[float, float]] = {}
+    for arm in dict.fromkeys(a for _, a, _ in estimates.values()):
+        means = {k: e for k, (m, a, e) in estimates.items() if a == arm and m.kind != "tail"}
+        critical_t, adjusted = family_significance(means, levels.alpha_block)
+        shared.update({k: (critical_t, p) for k, p in adjusted.items()})
+    for key, (metric, arm, value) in estimates.items():
         results[_name(prefix, key)] = latency_check(
             _name(prefix, key),
             where,
@@ -380,5 +414,7 @@ def metric_checks(
             units_per_round=units_per_round,
             budget=budget,
             undecided=undecided,
+            family=shared.get(key),
+            interference=interference,
         )
     return results

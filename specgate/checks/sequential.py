@@ -1,7 +1,8 @@
 """What more measuring would decide: more rounds for latency beside the reference, more prompts for acceptance.
 
-- `stop_rule`: in reference mode, rounds continue while a latency comparison beside the reference is UNKNOWN (up to
-  `gate.max_repetitions`; `specgate.measure.protocol`).
+- `stop_rule`: in reference mode, rounds continue while a latency comparison beside the reference is UNKNOWN, in
+  batches sized from the spread measured so far, in the arms of the undecided comparisons only (up to
+  `gate.max_repetitions` rounds and `gate.looks` looks; `specgate.measure.protocol`).
 - `extend_acceptance`: when a speculative arm's acceptance cannot be told from its reference's on the timed
   prompts, the workload's acceptance pool is measured step by step (`specgate.measure.pool`).
 
@@ -11,39 +12,89 @@ so stopping early never changes what a check would say.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from specgate.checks import Check
-from specgate.checks.judgement import beside_latency
+from specgate.checks.beside import beside_latency
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import Levels, acceptance_check
 from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
 from specgate.engines.base import Engine, Prompt
 from specgate.measure.pool import extend_over_pool, pool_steps
-from specgate.measure.protocol import Measurement, RunObserver
+from specgate.measure.protocol import Measurement, Next, RunObserver
 from specgate.measure.samples import arm_samples, probe_samples
 from specgate.measure.workloads import load_workload
 from specgate.plan import MeasurementPlan
+from specgate.stats.decision import percent, t_quantile, units_needed, units_to_pass
 from specgate.store.records import RunRecord
 
 
 def stop_rule(
-    plan: MeasurementPlan, hardware: str, sla: SlaLimits, policy: GatePolicy, family: int, prompts: int
-) -> Callable[[Measurement], bool]:
-    """Stop adding rounds once no latency comparison beside the reference is UNKNOWN (reference mode)."""
+    plan: MeasurementPlan, hardware: str, sla: SlaLimits, policy: GatePolicy, family: int, prompts: int, probes: int = 0
+) -> Callable[[Measurement], Next]:
+    """The planner of a reference-mode measurement (`specgate.measure.protocol`): stop once no latency comparison
+    beside the reference is UNKNOWN (or one is REGRESSED: the release is blocked whatever the others say); else size
+    the next batch of rounds from the spread measured so far, so that each undecided comparison would pass with
+    probability `policy.pass_probability` (shared among them) if the configurations were the same, and measure only
+    the arms those comparisons read."""
     levels = Levels(policy.alpha, looks_of(policy, True), family)
 
-    def stop(measurement: Measurement) -> bool:
+    def plan_next(measurement: Measurement) -> Next:
         arms = {arm: arm_samples(runs) for arm, runs in measurement.runs.items()}
-        probes = {arm: probe_samples(runs) for arm, runs in measurement.probes.items()}
-        record = RunRecord(hardware, plan.pair, plan.workload, arms, probes=probes)
-        results = beside_latency(Subject(plan, record, None, "", sla, prompts, 0), policy, levels)
-        outcomes = [r.details.get("outcome") if isinstance(r, Check) else "UNKNOWN" for r in results.values()]
-        # a blocked comparison blocks the release whatever the others say; otherwise every one must be decided
-        return "BLOCK" in outcomes or "UNKNOWN" not in outcomes
+        probed = {arm: probe_samples(runs) for arm, runs in measurement.probes.items()}
+        record = RunRecord(hardware, plan.pair, plan.workload, arms, probes=probed)
+        # tails are compared for detection only (never UNKNOWN): more rounds are not for them
+        results = beside_latency(Subject(plan, record, None, "", sla, prompts, 0), policy, levels, tails=False)
+        checks = {name: r for name, r in results.items() if isinstance(r, Check)}
+        if any(c.details.get("outcome") == "BLOCK" for c in checks.values()):
+            blocked = ", ".join(n for n, c in checks.items() if c.details.get("outcome") == "BLOCK")
+            return Next(0, why=f"{blocked} REGRESSED ({_said(checks)})")
+        undecided = {n: c for n, c in checks.items() if c.details.get("outcome") == "UNKNOWN"}
+        failed = [n for n, r in results.items() if not isinstance(r, Check)]
+        said = _said(checks)
+        if not undecided and not failed:
+            return Next(0, why=f"every comparison decided ({said})")
+        miss = (1.0 - policy.pass_probability) / max(1, len(undecided))
+        rounds = 1
+        for name, check in undecided.items():
+            per_round = prompts * (1 + probes) if name.endswith("ttft_ms") and "p99" not in name else prompts
+            rounds = max(rounds, _rounds_to_decide(check, levels, miss, per_round))
+        needed = {a for c in undecided.values() if c.arm for a in (c.arm, dict(plan.beside).get(c.arm, c.arm))}
+        needed |= set(plan.names) if failed else set()
+        return Next(rounds, tuple(a for a in plan.names if a in needed), why=said)
 
-    return stop
+    return plan_next
+
+
+def _said(checks: dict[str, Check]) -> str:
+    """The running decisions in a few words: "tpot_ms PASS +0.3 % (≤ +2.1 %); …"."""
+    parts = []
+    for name, check in checks.items():
+        change, ci = check.details.get("relative_change"), check.ci
+        outcome = {"BLOCK": "REGRESSED"}.get(str(check.details.get("outcome")), str(check.details.get("outcome")))
+        numbers = "" if change is None else f" {percent(change)}" + ("" if ci is None else f" (≤ {percent(ci[1])})")
+        parts.append(f"{name.split(':', 1)[1]} {outcome}{numbers}")
+    return "; ".join(parts)
+
+
+def _rounds_to_decide(check: Check, levels: Levels, miss: float, per_round: int) -> int:
+    """More rounds an UNKNOWN comparison needs: to pass with probability 1 − `miss` if nothing changed (its estimate
+    below the tolerance), else to be told significant, at the spread measured so far."""
+    n = check.n or 0
+    mde, change = check.details.get("mde"), check.details.get("relative_change")
+    spread = check.details.get("spread")
+    if not n or spread is None or change is None or mde is None:
+        return 1
+    threshold = math.log1p(check.limit or 0.0)
+    t_pass = t_quantile(1 - levels.alpha_pass, max(1, n - 1))
+    estimate = math.log1p(change)
+    if estimate < threshold:
+        target = units_to_pass(spread, threshold=threshold, t_pass=t_pass, miss=miss)
+    else:
+        target = units_needed(estimate, spread, threshold=threshold, t_pass=t_pass, t_block=t_pass)
+    return max(1, math.ceil((min(target, 10**6) - n) / max(1, per_round)))
 
 
 def undecided_acceptance(

@@ -4,13 +4,13 @@ frozen models. Loading never imports an engine or torch."""
 from __future__ import annotations
 
 from specgate.config.hardware import DTYPES, HardwareProfile, SlaLimits, known_profiles, load_hardware_profile, with_sla
+from specgate.config.policy import GatePolicy
 from specgate.config.project import (
     DEFAULT_ARMS,
     REFERENCE_PREFIX,
     SPECULATION_METHODS,
     TASKS,
     ArmSpec,
-    GatePolicy,
     PairConfig,
     ProjectConfig,
     SamplingConfig,

@@ -25,6 +25,7 @@ from specgate.config.optimisation import (
     parse_ladder,
     parse_optimisation,
 )
+from specgate.config.policy import GatePolicy, read_gate
 from specgate.config.validation import (
     check_choice,
     check_keys,
@@ -135,33 +136,6 @@ class WorkloadConfig:
     fields: Mapping[str, str] = field(default_factory=dict)
     content: tuple[Mapping[str, Any], ...] = ()
     sampling: SamplingConfig | None = None
-
-
-LATENCY_BASELINE = ("required", "optional")
-
-
-@dataclass(frozen=True, slots=True)
-class GatePolicy:
-    """How the gate measures and decides (README, "Gate policy").
-
-    `repetitions` rounds are always run; in reference mode, while a latency comparison is UNKNOWN, rounds continue
-    up to `max_repetitions`. Baselines keep the last `history_runs` runs of each machine; latency is compared with a
-    machine's history once it has `min_history_runs` runs, and `latency_baseline` says what happens before that (or
-    on another machine): `required` blocks, `optional` reports it and passes. In reference mode each prompt is also
-    sent `ttft_probes` times per arm and round with a one-token budget: TTFT is the noisiest latency on a shared
-    machine, and a prefill costs a fraction of a full request."""
-
-    alpha: float = 0.01
-    repetitions: int = 2
-    max_repetitions: int = 6
-    warmup: int = 1
-    min_samples: int = 4
-    bootstrap_resamples: int = 2000
-    seed: int = 0
-    history_runs: int = 5
-    min_history_runs: int = 3
-    latency_baseline: str = "required"
-    ttft_probes: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,32 +350,6 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
     )
 
 
-def _gate(data: Any, source: str) -> GatePolicy:
-    raw = mapping(data, source, "gate")
-    check_keys(raw, [f.name for f in fields(GatePolicy)], source, "gate.")
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key == "latency_baseline":
-            values[key] = check_choice(value, LATENCY_BASELINE, source, f"gate.{key}")
-            continue
-        kind: type | tuple[type, ...] = (int, float) if key == "alpha" else int
-        values[key] = typed(value, kind, source, f"gate.{key}")
-    policy = GatePolicy(**values)
-    if not 0 < policy.alpha < 0.5:
-        raise fail(source, "gate.alpha", f"must be in (0, 0.5), got {policy.alpha}")
-    if policy.repetitions < 1 or policy.warmup < 0:
-        raise fail(source, "gate.repetitions", "repetitions must be ≥ 1 and warmup ≥ 0")
-    if policy.history_runs < 1 or not 1 <= policy.min_history_runs <= policy.history_runs:
-        raise fail(
-            source,
-            "gate.min_history_runs",
-            f"need 1 ≤ min_history_runs ({policy.min_history_runs}) ≤ history_runs ({policy.history_runs})",
-        )
-    if policy.bootstrap_resamples < 100:
-        raise fail(source, "gate.bootstrap_resamples", f"must be ≥ 100, got {policy.bootstrap_resamples}")
-    return policy
-
-
 def _check_references(pairs: Mapping[str, PairConfig], source: str) -> None:
     for pair in pairs.values():
         if pair.reference is None:
@@ -436,6 +384,6 @@ def load_project_config(path: Path) -> ProjectConfig:
     return ProjectConfig(
         pairs=pairs,
         workloads={str(n): _workload(str(n), d, source, path.parent) for n, d in workloads_raw.items()},
-        gate=_gate(raw.get("gate", {}), source),
+        gate=read_gate(raw.get("gate", {}), source),
         source=path,
     )

@@ -94,12 +94,16 @@ class SpecCounters:
 
 @dataclass(frozen=True, slots=True)
 class ArmRun:
-    """The traces of one call of `Engine.run` for one arm, with the wall time it took."""
+    """The traces of one call of `Engine.run` for one arm, with the wall time it took. `pressure_s` is how long, during
+    the call, some task on the machine was waiting for a CPU (Linux pressure stall information, `some`), `steal_s` the
+    CPU time the hypervisor gave to other guests; None where the machine does not tell."""
 
     arm: str
     traces: tuple[RequestTrace, ...]
     wall_s: float
     counters: SpecCounters | None = None
+    pressure_s: float | None = None
+    steal_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

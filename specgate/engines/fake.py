@@ -10,6 +10,15 @@ Arms come from `load` (a plan's arms; speculative arms draft `speculation.num_to
 `ar` and `spec` with `behaviour.gamma`. `per_arm` gives an arm its own behaviour (a new draft, a slower build);
 `slowdown` applies to the candidate's speculative arms, and an arm's own `slowdown` (`--inject-slowdown`) on top.
 `batched=True` makes the engine run whole arms at once, as vLLM and served endpoints do.
+
+Timing noise, as a shared machine makes it (all seeded): `noise_cv` per step; `request_cv` per request (every step
+and the prefill of one request move together, as measured on real CPUs), Student-t with `noise_df` degrees of
+freedom for heavy tails (None: lognormal); `drift` a slow sinusoidal change of the machine's speed (period
+`drift_period_s` of simulated time) that every arm feels alike; `spike_share` of the requests meet interference,
+which stretches a third of their steps and their prefill by `spike_factor` in wall time only (the engine waited for a
+CPU: `wait_s`; its CPU time, `cpu_ttft_s` and `cpu_e2el_s`, does not grow); `instance_cv` an offset per engine
+instance (each arm its own instance, as each arm its own server; `restart(arm)` starts a new one), except arms
+named together in `shared_instances`.
 """
 
 from __future__ import annotations
@@ -50,6 +59,13 @@ class FakeBehaviour:
     draft: int = 0
     wrong_share: float = 0.0
     perplexity: float = 10.0
+    request_cv: float = 0.0
+    noise_df: float | None = None
+    drift: float = 0.0
+    drift_period_s: float = 600.0
+    spike_share: float = 0.0
+    spike_factor: float = 3.0
+    instance_cv: float = 0.0
 
 
 def _digest(text: str) -> int:
@@ -70,17 +86,42 @@ class FakeEngine:
         *,
         per_arm: Mapping[str, FakeBehaviour] | None = None,
         batched: bool = False,
+        shared_instances: Sequence[Sequence[str]] = (),
     ) -> None:
         self.behaviour = behaviour or FakeBehaviour()
         self.content_seed = content_seed
         self.per_arm = dict(per_arm or {})
         self.per_request = not batched
+        self._seed = seed
         self._rng = np.random.default_rng(seed)
         self._clock = 1000.0
         self._arms: dict[str, Arm] = {}
+        self._shared = {arm: group[0] for group in shared_instances for arm in group}
+        self._starts: dict[str, int] = {}
+        self.starts: list[str] = []
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
         self._arms = {arm.name: arm for arm in arms}
+
+    def restart(self, arm: str) -> None:
+        """A new instance for the arm (and the arms sharing its instance)."""
+        owner = self._shared.get(arm, arm)
+        self._starts[owner] = self._starts.get(owner, 0) + 1
+        self.starts.append(owner)
+
+    def _instance(self, arm: str) -> tuple[str, float]:
+        owner = self._shared.get(arm, arm)
+        start = self._starts.get(owner, 0)
+        cv = self._behaviour(arm).instance_cv
+        offset = float(np.random.default_rng([self._seed, _digest(owner), start, 3]).lognormal(0.0, cv)) if cv else 1.0
+        return f"{owner}#{start}", offset
+
+    def _request_factor(self, b: FakeBehaviour) -> float:
+        drift = 1.0 + b.drift * float(np.sin(2 * np.pi * self._clock / b.drift_period_s)) if b.drift else 1.0
+        if not b.request_cv:
+            return drift
+        z = self._rng.standard_t(b.noise_df) if b.noise_df else self._rng.standard_normal()
+        return drift * float(np.exp(b.request_cv * z))
 
     def _behaviour(self, arm: str) -> FakeBehaviour:
         return self.per_arm.get(arm, self.behaviour)
@@ -111,15 +152,21 @@ class FakeEngine:
             return RequestTrace(prompt.id, arm, repetition, submit, (), (), (), "", 10, done_s=self._clock, error=error)
         digest = _digest(prompt.id)
         base = 1.0 + (digest % 7) / 10  # per-prompt difficulty, fixed across runs
-        factor = self._factor(arm)
+        instance, offset = self._instance(arm)
+        factor = self._factor(arm) * offset * self._request_factor(b)
         if b.tail_share and self._tail_arm(arm):
             # the tail takes tail_factor times longer and the other requests a little less: the mean stays
             keep_mean = (1 - b.tail_share * b.tail_factor) / (1 - b.tail_share)
             factor *= b.tail_factor if self._in_tail(prompt, repetition, b) else keep_mean
+        spiked = bool(b.spike_share) and self._rng.random() < b.spike_share
         # Which draft tokens are accepted depends on the content (prompt and configuration), not on the run: as with
         # greedy decoding, two runs of the same configuration accept exactly the same tokens.
         content = np.random.default_rng([self.content_seed, b.draft, digest])
-        times = [submit + b.ttft_ms * base * factor * self._noise(b) / 1000]
+        prefill = b.ttft_ms * base * factor * self._noise(b) / 1000
+        stretch = (b.spike_factor - 1.0) if spiked else 0.0
+        waited = prefill * stretch
+        cpu = [prefill]
+        times = [submit + prefill + waited]
         speculative = self._gamma(arm) > 0
         # one (drafted, accepted, draft time) per streamed chunk, as the transformers engine reports them
         sizes, drafted, accepted, draft_s = [1], [0] * speculative, [0] * speculative, [0.0] * speculative
@@ -142,7 +189,10 @@ class FakeEngine:
                     draft_s.append(0.0)
             for _ in range(emitted):
                 ids.append(self._token(prompt, len(ids), b, speculative=speculative))
-            times.append(times[-1] + step / 1000)
+            extra = step * stretch if spiked and self._rng.random() < 1 / 3 else 0.0
+            waited += extra / 1000
+            cpu.append(cpu[-1] + step / 1000)
+            times.append(times[-1] + (step + extra) / 1000)
             sizes.append(emitted)
         self._clock = times[-1] + 0.001
         return RequestTrace(
@@ -160,6 +210,10 @@ class FakeEngine:
             done_s=self._clock,
             finish_reason="length",
             draft_s=tuple(draft_s),
+            cpu_ttft_s=cpu[0],
+            cpu_e2el_s=cpu[-1],
+            wait_s=waited,
+            instance=instance,
         )
 
     def _tail_arm(self, arm: str) -> bool:

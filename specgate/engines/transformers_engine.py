@@ -7,8 +7,13 @@ target's embeddings and head.
 
 Timing: a streamer records `time.perf_counter()` each time `generate` hands it tokens (one chunk per verification
 step with speculation). Token copies to the host synchronize the device, so timestamps are real on CUDA/NPU too.
-An arm with a `slowdown` (the `--inject-slowdown` self-test) waits, inside that callback, that fraction of the
-step that just ended before the next step starts: every step of that arm takes (1 + slowdown) times as long.
+Each chunk's process CPU time is kept too (`time.process_time()`, ~0.2 µs): the CPU time to the first and the last
+chunk is the request's latency in CPU time, and the run-queue wait of the process's threads between submit and done
+(`specgate.engines.clocks`, read outside the request) is the interference it met. An arm with a `slowdown` (the
+`--inject-slowdown` self-test) burns, inside that callback, that fraction of the CPU time of the step that just
+ended before the next step starts (a busy loop, not a sleep: a sleeping process gives up its core, and what it
+finds on waking costs more than it slept): every step of that arm takes (1 + slowdown) times its CPU time, and as
+much longer in wall time on an otherwise idle core.
 Acceptance is counted, not estimated: the candidate generator is wrapped and every call of
 `update_candidate_strategy(input_ids, scores, n_matches)` is one verification step with `scores.shape[1] - 1`
 tokens drafted and `n_matches` accepted (after transformers' own EOS/length cropping); the same wrapper stamps
@@ -27,6 +32,7 @@ from typing import Any
 
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
+from specgate.engines.clocks import RunQueueClock, spin_cpu, waited
 from specgate.engines.optimisations import (
     inference_context,
     kv_cache_kwargs,
@@ -38,40 +44,33 @@ from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.models import ResolvedModel, resolve
 from specgate.plan import Arm
 
-_SPIN_S = 0.0005  # the last half millisecond of an injected wait is spun, not slept: sleep overshoots
-
-
-def _wait(seconds: float) -> None:
-    deadline = time.perf_counter() + seconds
-    if seconds > _SPIN_S:
-        time.sleep(seconds - _SPIN_S)
-    while time.perf_counter() < deadline:
-        pass
-
 
 class _ChunkClock:
-    """A minimal streamer: the arrival time and size of each chunk. Nothing else runs on the hot path (unless the
-    arm has an injected slowdown, which waits here)."""
+    """A minimal streamer: the arrival time, process CPU time and size of each chunk. Nothing else runs on the hot
+    path (unless the arm has an injected slowdown, which burns CPU here)."""
 
-    __slots__ = ("_last", "_prompt_seen", "_slowdown", "sizes", "times")
+    __slots__ = ("_last_cpu", "_prompt_seen", "_slowdown", "cpu", "sizes", "times")
 
-    def __init__(self, start: float, slowdown: float = 0.0) -> None:
+    def __init__(self, start_cpu: float, slowdown: float = 0.0) -> None:
         self.times: list[float] = []
+        self.cpu: list[float] = []
         self.sizes: list[int] = []
         self._prompt_seen = False
-        self._last = start
+        self._last_cpu = start_cpu
         self._slowdown = slowdown
 
     def put(self, value: Any) -> None:
         now = time.perf_counter()
+        cpu = time.process_time()
         if not self._prompt_seen:
             self._prompt_seen = True
             return
         if self._slowdown:
-            _wait((now - self._last) * self._slowdown)
-            now = time.perf_counter()
-        self._last = now
+            spin_cpu((cpu - self._last_cpu) * self._slowdown)
+            now, cpu = time.perf_counter(), time.process_time()
+        self._last_cpu = cpu
         self.times.append(now)
+        self.cpu.append(cpu)
         self.sizes.append(int(value.numel()))
 
     def end(self) -> None:
@@ -148,6 +147,8 @@ class TransformersEngine:
         self._drafts: dict[tuple[str, int | None, str, str], tuple[Any, ResolvedModel, float]] = {}
         self._arms: dict[str, _Setup] = {}
         self._inputs: dict[tuple[str, str], tuple[Prompt, Any]] = {}
+        self._queue = RunQueueClock()
+        self._instance = f"pid {os.getpid()}"
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
         from specgate.hardware.backends import get_backend
@@ -293,8 +294,10 @@ class TransformersEngine:
         arm = setup.arm.name
         ids = self._encode(setup, prompt)
         self._steps.reset()
+        queue_before = self._queue.read()
+        submit_cpu = time.process_time()
         submit = time.perf_counter()
-        clock = _ChunkClock(submit, setup.arm.slowdown)
+        clock = _ChunkClock(submit_cpu, setup.arm.slowdown)
         try:
             output = self._generate(setup, ids, prompt.max_new_tokens, clock)
         except Exception as exc:
@@ -313,6 +316,7 @@ class TransformersEngine:
                 error=f"{type(exc).__name__}: {exc}",
             )
         done = time.perf_counter()
+        queue_after = self._queue.read()
         new_ids = tuple(int(t) for t in output[0, ids.shape[1] :].tolist())
         eos = setup.tokenizer.eos_token_id
         return RequestTrace(
@@ -330,6 +334,10 @@ class TransformersEngine:
             done_s=done,
             draft_s=tuple(self._steps.draft_s),
             finish_reason="stop" if new_ids and new_ids[-1] == eos else "length",
+            cpu_ttft_s=clock.cpu[0] - submit_cpu if clock.cpu else None,
+            cpu_e2el_s=clock.cpu[-1] - submit_cpu if clock.cpu else None,
+            wait_s=waited(queue_before, queue_after),
+            instance=self._instance,
         )
 
     def sample(

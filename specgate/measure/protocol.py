@@ -1,14 +1,24 @@
-"""The measurement protocol: warm-up, arms interleaved in alternating order, rounds, optional early stopping.
+"""The measurement protocol: warm-up, arms interleaved in a balanced order, rounds sized by what is still undecided.
 
 Warm-up requests (the first `warmup` prompts, in every arm, just before the arm's first measured call) are run and
-discarded. Then each round runs every prompt in every arm of the plan. Engines that take one request at a time
-run the arms prompt by prompt, in the order `MeasurementPlan.order` gives: every two arms swap their order from one
-prompt to the next and from one round to the next (ABBA), so slow drift of the machine (thermal, other load) falls
-on every arm alike; engines that batch run whole arms, alternating the order per round. Runs are recorded in
-execution order, so unit k of one arm pairs with unit k of every other arm (same prompt, same round).
+discarded. Then each round runs every prompt in every active arm of the plan. Engines that take one request at a
+time run the arms prompt by prompt, in the order `MeasurementPlan.order` gives (a Williams design: every arm comes
+first, last and after every other arm equally often over the prompts and rounds, so slow drift of the machine and
+the cost of switching from one arm to another fall on every arm alike); engines that batch run whole arms, in the
+same rotation per round. Runs are recorded in execution order, so unit k of one arm pairs with unit k of every
+other arm (same prompt, same round).
 
-With a `stop` rule and `policy.max_repetitions` above `policy.repetitions`, rounds continue one at a time after the
-first `repetitions` until `stop(measurement so far)` says every decision is clear, or `max_repetitions` is reached.
+After the first `policy.repetitions` rounds, a `planner` (in reference mode: `specgate.checks.sequential`) looks at
+the measurement so far and answers `Next`: how many more rounds, and of which arms — only the arms of comparisons
+still undecided (an arm whose every comparison is decided is not measured again). It is asked again after each
+batch, up to `policy.looks` looks and `policy.max_repetitions` rounds.
+
+A unit (one prompt in one round, every active arm) measured while the engine waited for a CPU more than
+`HEAVY_WAIT` of its time is measured again right away, up to `policy.remeasure` of a round's units: both attempts
+stay in the record (`Sample.attempt`), comparisons read the last, and the reports count them.
+
+Around every engine call the machine's CPU pressure and steal time are read (`specgate.measure.pressure`), and a
+`Progress` hears about every unit, so a long measurement is never silent.
 """
 
 from __future__ import annotations
@@ -22,7 +32,10 @@ from typing import Protocol
 from specgate.config import GatePolicy
 from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RequestTrace
 from specgate.errors import MeasurementError
+from specgate.measure.pressure import between, read_pressure
 from specgate.plan import MeasurementPlan
+
+HEAVY_WAIT = 0.25  # a request that waited for a CPU a quarter of its time or more is measured again
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +44,8 @@ class Measurement:
 
     `models` are the model files' hashes by arm and role; `cost_ratios` the draft/target step cost c by arm;
     `probes` the time-to-first-token probes by arm (one-token requests, see `measure_plan`); `pool` the acceptance
-    pool's requests by arm, on `pool_prompts` (`specgate.measure.pool`)."""
+    pool's requests by arm, on `pool_prompts` (`specgate.measure.pool`); `rounds_by_arm` how many rounds each arm
+    was measured (arms whose comparisons were decided stop early); `looks` the decisions taken while measuring."""
 
     plan: MeasurementPlan
     hardware: str
@@ -47,6 +61,8 @@ class Measurement:
     pool_prompts: tuple[Prompt, ...] = ()
     started_at: float = 0.0
     duration_s: float = 0.0
+    rounds_by_arm: Mapping[str, int] = field(default_factory=dict)
+    looks: tuple[str, ...] = ()
 
     @property
     def pair(self) -> str:
@@ -69,7 +85,77 @@ class RunObserver(Protocol):
     def after_run(self, arm: str, run: ArmRun) -> None: ...
 
 
-StopRule = Callable[[Measurement], bool]
+@dataclass(frozen=True, slots=True)
+class Next:
+    """A planner's answer: measure `rounds` more rounds (0: stop) of `arms` (None: the arms measured so far), and
+    why, in words (for the progress lines and the record)."""
+
+    rounds: int
+    arms: tuple[str, ...] | None = None
+    why: str = ""
+
+
+Planner = Callable[["Measurement"], "Next | bool"]
+StopRule = Planner  # a planner that answers True (stop) or False (one more round) is accepted too
+
+
+class Progress(Protocol):
+    """Hears how a measurement goes (`specgate.measure.progress` prints it)."""
+
+    def started(self, plan: MeasurementPlan, units: int, rounds: int) -> None: ...
+
+    def unit_done(self, plan: MeasurementPlan, round_index: int, done: int, planned: int) -> None: ...
+
+    def looked(self, plan: MeasurementPlan, round_index: int, next_rounds: Next) -> None: ...
+
+
+@dataclass(slots=True)
+class _Runs:
+    """What a measurement has run so far (mutable, private to `measure_plan`)."""
+
+    engine: Engine
+    plan: MeasurementPlan
+    prompts: Sequence[Prompt]
+    policy: GatePolicy
+    observer: RunObserver | None
+    load: LoadShape | None
+    runs: dict[str, list[ArmRun]]
+    probes: dict[str, list[ArmRun]]
+    warmed: set[str] = field(default_factory=set)
+
+    def call(self, batch: Sequence[Prompt], arm: str, repetition: int) -> ArmRun:
+        engine = self.engine
+        if arm not in self.warmed:  # just before the arm's first measured call: engines that switch arms start once
+            self.warmed.add(arm)
+            for prompt in self.prompts[: self.policy.warmup]:
+                engine.run([prompt], arm, repetition=-1)
+        if self.observer is not None:
+            self.observer.before_run(arm)
+        before = read_pressure()
+        result = (
+            engine.run(batch, arm, repetition=repetition)
+            if engine.per_request
+            else engine.run(batch, arm, repetition=repetition, load=self.load)
+        )
+        pressure, steal = between(before, read_pressure())
+        result = checked_run(replace(result, pressure_s=pressure, steal_s=steal))
+        if self.observer is not None:
+            self.observer.after_run(arm, result)
+        return result
+
+    def unit(self, prompt: Prompt, order: Sequence[str], repetition: int) -> list[ArmRun]:
+        results = [self.call([prompt], arm, repetition) for arm in order]
+        for result in results:
+            self.runs[result.arm].append(result)
+        return results
+
+
+def heavy(run: ArmRun) -> bool:
+    """Whether any request of the call waited for a CPU `HEAVY_WAIT` of its time or more."""
+    return any(
+        t.wait_s is not None and t.done_s > t.submit_s and t.wait_s >= HEAVY_WAIT * (t.done_s - t.submit_s)
+        for t in run.traces
+    )
 
 
 def measure_plan(
@@ -80,75 +166,101 @@ def measure_plan(
     *,
     hardware: str,
     observer: RunObserver | None = None,
-    stop: StopRule | None = None,
+    stop: Planner | None = None,
     probes: int = 0,
     load: LoadShape | None = None,
+    progress: Progress | None = None,
 ) -> Measurement:
-    """Run every arm of the plan on the prompts of a loaded engine, round by round (see the module docstring).
+    """Run the arms of the plan on the prompts of a loaded engine, round by round (see the module docstring).
 
     With `probes` (engines that take one request at a time), each prompt is also sent `probes` more times per arm
     and round with a one-token output budget, interleaved like the rest: their time to first token is the same
     prefill as a full request's, at a fraction of its cost, so a TTFT comparison gets several times more units. They
     are kept apart (`Measurement.probes`) and feed nothing but TTFT. Engines that run a whole arm at once offer its
-    requests as `load` says (the workload's load shape; None: the engine's default)."""
+    requests as `load` says (the workload's load shape; None: the engine's default). `stop` plans the rounds after
+    the first `policy.repetitions` (see `Next`)."""
     if not prompts:
         raise MeasurementError(f"workload {plan.workload!r} has no prompts to measure")
     started = time.time()
     clock = time.perf_counter()
-    runs: dict[str, list[ArmRun]] = {arm: [] for arm in plan.names}
-    probe_runs: dict[str, list[ArmRun]] = {arm: [] for arm in plan.names}
-    warmed: set[str] = set()
-    rounds = 0
+    state = _Runs(
+        engine, plan, prompts, policy, observer, load, {a: [] for a in plan.names}, {a: [] for a in plan.names}
+    )
+    rounds_by_arm = dict.fromkeys(plan.names, 0)
+    looks: list[str] = []
 
-    def run(batch: Sequence[Prompt], arm: str, repetition: int) -> None:
-        if arm not in warmed:  # just before the arm's first measured call: engines that switch arms start once
-            warmed.add(arm)
-            for prompt in prompts[: policy.warmup]:
-                engine.run([prompt], arm, repetition=-1)
-        if observer is not None:
-            observer.before_run(arm)
-        result = checked_run(
-            engine.run(batch, arm, repetition=repetition)
-            if engine.per_request
-            else engine.run(batch, arm, repetition=repetition, load=load)
-        )
-        if observer is not None:
-            observer.after_run(arm, result)
-        runs[arm].append(result)
-
-    def snapshot() -> Measurement:
+    def snapshot(rounds: int) -> Measurement:
         return Measurement(
             plan=plan,
             hardware=hardware,
             engine=engine.name,
             prompts=tuple(prompts),
-            runs={arm: tuple(r) for arm, r in runs.items()},
+            runs={arm: tuple(r) for arm, r in state.runs.items()},
             versions=dict(engine.versions()),
             models={arm: {role: m.sha256 for role, m in engine.models(arm).items()} for arm in plan.names},
             cost_ratios={arm: engine.cost_ratio(arm) for arm in plan.names},
             rounds=rounds,
             started_at=started,
             duration_s=time.perf_counter() - clock,
-            probes={arm: tuple(r) for arm, r in probe_runs.items() if r},
+            probes={arm: tuple(r) for arm, r in state.probes.items() if r},
+            rounds_by_arm=dict(rounds_by_arm),
+            looks=tuple(looks),
         )
 
     last = max(policy.repetitions, policy.max_repetitions if stop is not None else 0)
-    for repetition in range(last):
-        if engine.per_request:
-            for index, prompt in enumerate(prompts):
-                for arm in plan.order(repetition, index):
-                    run([prompt], arm, repetition)
-                probe = replace(prompt, max_new_tokens=1)
-                for turn in range(probes):
-                    for arm in plan.order(repetition, index + turn + 1):
-                        probe_runs[arm].append(checked_run(engine.run([probe], arm, repetition=repetition)))
-        else:
-            for arm in plan.order(repetition):
-                run(list(prompts), arm, repetition)
-        rounds = repetition + 1
-        if stop is not None and policy.repetitions <= rounds < last and stop(snapshot()):
+    active = plan.names
+    planned = policy.repetitions
+    if progress is not None:
+        progress.started(plan, len(prompts), planned)
+    rounds = 0
+    while rounds < planned:
+        _round(state, active, rounds, probes, progress, planned)
+        for arm in active:
+            rounds_by_arm[arm] += 1
+        rounds += 1
+        if rounds < planned or stop is None or rounds >= last or len(looks) + 1 >= max(1, policy.looks):
+            continue
+        next_rounds = _next(stop(snapshot(rounds)))
+        looks.append(f"after round {rounds}: {next_rounds.why or ('stop' if not next_rounds.rounds else 'more')}")
+        if progress is not None:
+            progress.looked(plan, rounds, next_rounds)
+        if next_rounds.rounds <= 0:
             break
-    return snapshot()
+        planned = min(last, rounds + next_rounds.rounds)
+        if next_rounds.arms is not None:
+            active = tuple(a for a in plan.names if a in next_rounds.arms)
+    return snapshot(rounds)
+
+
+def _next(answer: Next | bool) -> Next:
+    if isinstance(answer, Next):
+        return answer
+    return Next(0, why="every comparison decided") if answer else Next(1, why="undecided")
+
+
+def _round(
+    state: _Runs, arms: Sequence[str], repetition: int, probes: int, progress: Progress | None, planned: int
+) -> None:
+    plan, prompts, policy = state.plan, state.prompts, state.policy
+    if not state.engine.per_request:
+        for arm in plan.order(repetition, 0, arms):
+            state.runs[arm].append(state.call(list(prompts), arm, repetition))
+        if progress is not None:
+            progress.unit_done(plan, repetition, len(prompts), len(prompts) * planned)
+        return
+    budget = math.floor(policy.remeasure * len(prompts))
+    for index, prompt in enumerate(prompts):
+        order = plan.order(repetition, index, arms)
+        results = state.unit(prompt, order, repetition)
+        if budget > 0 and any(heavy(r) for r in results):  # measured again, the first attempt kept
+            budget -= 1
+            state.unit(prompt, order, repetition)
+        probe = replace(prompt, max_new_tokens=1)
+        for turn in range(probes):
+            for arm in plan.order(repetition, index + turn + 1, arms):
+                state.probes[arm].append(state.call([probe], arm, repetition))
+        if progress is not None:
+            progress.unit_done(plan, repetition, repetition * len(prompts) + index + 1, len(prompts) * planned)
 
 
 NON_FINITE = "the engine reported non-finite times (NaN or inf): a broken clock or a numerical fault of the engine"

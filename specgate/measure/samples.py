@@ -10,14 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specgate.engines.base import ArmRun
+from specgate.engines.base import ArmRun, RequestTrace
 from specgate.measure.metrics import request_metrics
 
 
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One completed request of one arm. `wall_ms` is the request's own engine time: the whole engine call for
-    engines that take one request at a time, submit to done for batching engines."""
+    engines that take one request at a time, submit to done for batching engines.
+
+    Where the engine measures them: `cpu_ttft_ms`, `cpu_tpot_ms` and `cpu_e2el_ms` are the same latencies in the
+    engine's CPU time (what a busy machine does not stretch), `wait_ms` how long the engine waited in the run queue
+    for a CPU during the request (the interference it met), `steps` its decoding steps after the first token (target
+    forward passes: the request's work, exact and repeatable under greedy decoding), `instance` the engine instance
+    that served it and `attempt` how often the unit had been measured before (a unit re-measured after heavy
+    interference keeps its earlier attempts in the record; comparisons read the last). `pressure_ms` and `steal_ms`
+    are the machine's CPU pressure and steal time during the request's engine call (one-request calls only)."""
 
     key: str
     prompt_id: str
@@ -30,6 +38,15 @@ class Sample:
     drafted: int
     accepted: int
     output_ids: tuple[int, ...]
+    cpu_ttft_ms: float | None = None
+    cpu_tpot_ms: float | None = None
+    cpu_e2el_ms: float | None = None
+    wait_ms: float | None = None
+    steps: int | None = None
+    instance: str = ""
+    attempt: int = 0
+    pressure_ms: float | None = None
+    steal_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +61,18 @@ class ArmSamples:
         """Per-request values of a metric with their pairing keys (requests without the metric left out)."""
         pairs = [(getattr(s, metric), s.key) for s in self.samples if getattr(s, metric) is not None]
         return [float(v) for v, _ in pairs], [k for _, k in pairs]
+
+    def latest(self) -> ArmSamples:
+        """The samples of each unit's last attempt (a unit re-measured after heavy interference counts once)."""
+        last = {s.key: s for s in self.samples}
+        if len(last) == len(self.samples):
+            return self
+        return ArmSamples(tuple(last.values()), self.run_walls_s, self.run_keys)
+
+    @property
+    def remeasured(self) -> int:
+        """How many samples were superseded by a later attempt of the same unit."""
+        return len(self.samples) - len({s.key for s in self.samples})
 
     def by_key(self, metric: str) -> dict[str, float]:
         values, keys = self.values(metric)
@@ -74,16 +103,20 @@ def run_key(run: ArmRun, index: int) -> str:
 def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
     """The samples of one arm's runs (failed requests are left out: they are counted by the samples check)."""
     samples = []
+    attempts: dict[str, int] = {}
     for run in runs:
         single = len(run.traces) == 1
         for trace in run.traces:
+            key = sample_key(trace.prompt_id, trace.repetition)
+            attempt = attempts.get(key, -1) + 1
+            attempts[key] = attempt
             metrics = request_metrics(trace)
             if metrics is None:
                 continue
             wall_s = run.wall_s if single else trace.done_s - trace.submit_s
             samples.append(
                 Sample(
-                    key=sample_key(trace.prompt_id, trace.repetition),
+                    key=key,
                     prompt_id=trace.prompt_id,
                     repetition=trace.repetition,
                     ttft_ms=metrics.ttft_ms,
@@ -94,10 +127,30 @@ def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
                     drafted=sum(trace.drafted),
                     accepted=sum(trace.accepted),
                     output_ids=trace.output_ids,
+                    **_cpu_fields(trace, metrics.output_tokens),
+                    wait_ms=_ms(trace.wait_s),
+                    steps=len(trace.chunk_times_s) - 1,
+                    instance=trace.instance,
+                    attempt=attempt,
+                    pressure_ms=_ms(run.pressure_s) if single else None,
+                    steal_ms=_ms(run.steal_s) if single else None,
                 )
             )
     walls = tuple(run.wall_s for run in runs)
     return ArmSamples(tuple(samples), walls, tuple(run_key(run, i) for i, run in enumerate(runs)))
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1000.0 * seconds
+
+
+def _cpu_fields(trace: RequestTrace, tokens: int) -> dict[str, float | None]:
+    """The request's latencies in the engine's CPU time, where the engine measured them."""
+    first, last = trace.cpu_ttft_s, trace.cpu_e2el_s
+    if first is None or last is None:
+        return {"cpu_ttft_ms": None, "cpu_tpot_ms": None, "cpu_e2el_ms": None}
+    tpot = 1000.0 * (last - first) / (tokens - 1) if tokens > 1 else None
+    return {"cpu_ttft_ms": 1000.0 * first, "cpu_tpot_ms": tpot, "cpu_e2el_ms": 1000.0 * last}
 
 
 def probe_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:

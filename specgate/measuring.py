@@ -1,0 +1,81 @@
+"""Measuring one pair × workload the way the gate does: the protocol with its planner and observers, the acceptance
+pool, then the evaluation (summaries, speedups, accuracy, perplexity). `GateRun` calls `measure_workload` once
+per pair × workload and caches what it returns (or the error it raised)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from specgate.checks.sequential import extend_acceptance, stop_rule
+from specgate.config import GatePolicy, HardwareProfile, SlaLimits, WorkloadConfig
+from specgate.engines.base import Engine, ExplainsDivergences, LoadShape, ScoresPerplexity
+from specgate.evaluation import Evaluation, evaluate
+from specgate.measure.monitor import ArmMonitor
+from specgate.measure.perplexity import measure_perplexity
+from specgate.measure.protocol import Planner, Progress, RunObserver, measure_plan
+from specgate.measure.workloads import load_workload
+from specgate.plan import MeasurementPlan
+
+
+def policy_of(policy: GatePolicy, workload: WorkloadConfig) -> GatePolicy:
+    """The gate policy for a workload: a workload's own `repetitions` fixes its rounds (e.g. an accuracy probe:
+    greedy outputs repeat exactly, one pass is enough)."""
+    if workload.repetitions is None:
+        return policy
+    return dataclasses.replace(policy, repetitions=workload.repetitions, max_repetitions=workload.repetitions)
+
+
+def planner(
+    plan: MeasurementPlan, workload: WorkloadConfig, hardware: str, sla: SlaLimits, policy: GatePolicy, family: int,
+    prompts: int,
+) -> Planner | None:  # fmt: skip
+    """In reference mode, the rounds after the first ones, sized while a latency comparison beside the reference is
+    UNKNOWN (`specgate.checks.sequential.stop_rule`); None where no more rounds can be added."""
+    if not plan.beside or not workload.gate_speed or policy.max_repetitions <= policy.repetitions:
+        return None
+    return stop_rule(plan, hardware, sla, policy, family, prompts, policy.ttft_probes)
+
+
+def measure_workload(
+    engine: Engine,
+    plan: MeasurementPlan,
+    workload: WorkloadConfig,
+    run_policy: GatePolicy,
+    hardware: HardwareProfile,
+    sla: SlaLimits,
+    family: int,
+    recorder: Callable[[RunObserver], RunObserver],
+    progress: Progress | None = None,
+) -> Evaluation:
+    """Measure and evaluate one pair × workload (see the module docstring). `family` is the number of groups of
+    latency comparisons of the run (their levels); `recorder` wraps the memory and telemetry monitor in the run's
+    fault recorder."""
+    from specgate.hardware.backends import get_backend
+
+    policy = policy_of(run_policy, workload)
+    prompts = load_workload(workload)
+    stop = planner(plan, workload, hardware.name, sla, policy, family, len(prompts))
+    monitor = ArmMonitor(hardware, get_backend(hardware.backend, hardware.device))
+    try:
+        probes = policy.ttft_probes if plan.beside and workload.gate_speed else 0
+        measurement = measure_plan(
+            engine, plan, prompts, policy, hardware=hardware.name, stop=stop, probes=probes,
+            observer=recorder(monitor), load=LoadShape.of(workload), progress=progress,
+        )  # fmt: skip
+        measurement = extend_acceptance(engine, measurement, workload, sla, policy, monitor)
+    finally:
+        observation = monitor.finish()
+    models = engine.models(plan.plain)
+    scores = isinstance(engine, ScoresPerplexity) and plan.ladder and workload.perplexity
+    return evaluate(
+        measurement,
+        task=workload.task,
+        seed=policy.seed,
+        hardware=hardware,
+        observation=observation,
+        model_folder=models["target"].folder if "target" in models else None,
+        explainer=engine if isinstance(engine, ExplainsDivergences) else None,
+        perplexity=measure_perplexity(engine, plan, prompts) if scores else None,  # type: ignore[arg-type]
+        gate_speed=workload.gate_speed,
+    )
