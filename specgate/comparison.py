@@ -185,9 +185,12 @@ def paired(
     plain_after: ArmSamples | None = None,
     how: str = "paired by prompt and round",
     clock: Clock = "wall",
+    instance_spread: float = 0.0,
 ) -> Estimate:
     """A mean metric (or the speedup), candidate `after` against `before`, paired by prompt#round: the trimmed mean
-    of the per-unit log ratios' time part plus their exact work part (see the module docstring)."""
+    of the per-unit log ratios' time part plus their exact work part (see the module docstring). Where the two arms
+    were served by different engine instances, the instances' own difference is folded into the standard error
+    (`_instance_variance`)."""
     b, a = _values(before, metric, plain_before, clock), _values(after, metric, plain_after, clock)
     sign = -1.0 if metric.higher_is_better else 1.0
     keys = sorted(set(b) & set(a))
@@ -198,19 +201,57 @@ def paired(
     time_part = trimmed(ratios - work)
     exact = float(work.mean())
     split = f"; work (steps per token) {percent(math.expm1(exact))}, exact" if work.any() else ""
+    variance, df, instances = _instance_variance(before, after, keys, ratios - work, time_part.se, instance_spread)
     return Estimate(
         estimate=exact + time_part.estimate,
-        se=time_part.se,
-        df=time_part.df,
+        se=math.sqrt(time_part.se**2 + variance),
+        df=time_part.df if df is None else df,
         n=len(keys),
         before=float(np.mean([b[k] for k in keys])),
         after=float(np.mean([a[k] for k in keys])),
-        how=f"{how}, {len(keys)} units, 20 % trimmed mean{split}",
+        how=f"{how}, {len(keys)} units, 20 % trimmed mean{split}{instances}",
         spread=time_part.spread,
         work=exact,
         clock=clock,
         units=dict(zip(keys, (ratios - work).tolist(), strict=True)),
     )
+
+
+def _instance_variance(
+    before: ArmSamples, after: ArmSamples, keys: Sequence[str], values: np.ndarray, se: float, spread: float
+) -> tuple[float, float | None, str]:
+    """The variance an engine instance adds to a comparison of arms served by different instances, the degrees of
+    freedom when the data had to estimate it, and the words for `how`.
+
+    Units served by the same pair of instances share one instance difference η = u_cand − u_ref, Var η = 2σ²
+    (σ the relative spread between instances); over K such pairs the mean's share is 2σ²/K. σ is the profile's
+    `instance_spread` (measured beforehand); with ≥ 3 instance pairs the data estimate it too (the between-pair
+    variance of their means less the within-pair part), and the larger of the two is used (its K − 1 degrees of
+    freedom then)."""
+    mine = {s.key: s.instance for s in before.latest().samples}
+    theirs = {s.key: s.instance for s in after.latest().samples}
+    pairs = [(mine.get(k, ""), theirs.get(k, "")) for k in keys]
+    if all(b == a for b, a in pairs):
+        return 0.0, None, "" if not pairs or not pairs[0][0] else f"; one instance for both ({pairs[0][0]})"
+    groups: dict[tuple[str, str], list[float]] = {}
+    for pair, value in zip(pairs, values, strict=True):
+        groups.setdefault(pair, []).append(float(value))
+    k = len(groups)
+    declared = 2 * math.log1p(spread) ** 2 / k
+    estimated: float = 0.0
+    df: float | None = None
+    if k >= 3:
+        means = np.asarray([np.mean(v) for v in groups.values()])
+        within = (se**2) * len(values) / float(np.mean([len(v) for v in groups.values()]))
+        estimated = max(0.0, float(np.var(means, ddof=1)) - within) / k
+        if estimated > declared:
+            df = float(k - 1)
+    variance = max(declared, estimated)
+    words = (
+        f"; {k} instance pair(s) (candidate {len({p[1] for p in pairs})}, reference {len({p[0] for p in pairs})}), "
+        f"their spread folded in (±{math.sqrt(variance) * 100:.1f} %)"
+    )
+    return variance, df, words
 
 
 def tail(

@@ -26,6 +26,7 @@ from specgate.errors import SpecgateError
 from specgate.evaluation import Evaluation
 from specgate.measure.protocol import Measurement
 from specgate.pytest_plugins.items import ITEM_CHECK, item_target
+from specgate.pytest_plugins.progress import attach_progress
 from specgate.pytest_plugins.reports import register_reports
 from specgate.run import GateOptions, GateRun
 
@@ -123,6 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if run is not None:
         config.stash[RUN_KEY] = run
         register_reports(config, run)
+        run.progress = attach_progress(config)
 
 
 def _path(config: pytest.Config, option: str) -> Path | None:

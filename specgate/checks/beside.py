@@ -49,7 +49,13 @@ def samples_for(record: RunRecord, arm: str, metric: Metric) -> ArmSamples:
 
 
 def beside_estimate(
-    plan: MeasurementPlan, record: RunRecord, metric: Metric, arm: str, policy: GatePolicy, alpha: float
+    plan: MeasurementPlan,
+    record: RunRecord,
+    metric: Metric,
+    arm: str,
+    policy: GatePolicy,
+    alpha: float,
+    spread: float = 0.0,
 ) -> object:
     """The estimate of one metric of a candidate arm against its reference arm, both measured in this run, in the
     run's clock (`clock_of`). With one plain arm for both, the speedup ratio is the two arms' own time ratio (the
@@ -63,7 +69,9 @@ def beside_estimate(
     if metric.kind == "tail":
         return tail(metric, before, after, resamples=_resamples(policy, alpha), seed=policy.seed, how=how, clock=clock)
     if metric.kind == "speedup" and plain_cand is not None and plain_cand == plain_ref:
-        found = paired(E2EL_AS_SPEEDUP, before, after, how=f"{how}, one plain arm for both", clock=clock)
+        found = paired(
+            E2EL_AS_SPEEDUP, before, after, how=f"{how}, one plain arm for both", clock=clock, instance_spread=spread
+        )
         plain = record.arms[plain_cand]
         shown = [unit_speedups(a, plain, clock) for a in (before, after)]
         if not all(shown):
@@ -79,6 +87,7 @@ def beside_estimate(
         plain_after=None if plain_cand is None else record.arms[plain_cand],
         how=how,
         clock=clock,
+        instance_spread=spread,
     )
 
 
@@ -94,7 +103,9 @@ def beside_latency(
     plan = subject.plan
 
     def estimate(metric: Metric, arm: str) -> object:
-        return beside_estimate(plan, subject.record, metric, arm, policy, levels.alpha_block)
+        return beside_estimate(
+            plan, subject.record, metric, arm, policy, levels.alpha_block, subject.sla.instance_spread
+        )
 
     record = subject.record
     return metric_checks(

@@ -14,7 +14,7 @@ def draft_length_advice(evaluation: Evaluation, hardware: str) -> list[str]:
     pair, workload = evaluation.where
     for arm in evaluation.plan.gated:
         explanation = evaluation.explanations.get(arm)
-        if explanation is None or explanation.best_gamma in (None, explanation.gamma):
+        if explanation is None or explanation.too_noisy or explanation.best_gamma in (None, explanation.gamma):
             continue
         best, configured = explanation.draft_length(explanation.best_gamma), explanation.draft_length(explanation.gamma)
         if best is None or configured is None or best.predicted_speedup < configured.predicted_speedup * (1 + MIN_GAIN):

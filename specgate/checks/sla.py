@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from specgate.checks import INFRASTRUCTURE, SLA, Check
 from specgate.checks.draft_length import draft_length_advice
+from specgate.checks.tail import Tail, ttft_tail
 from specgate.config import SlaLimits
 from specgate.evaluation import Evaluation
 from specgate.measure.metrics import ArmSummary, Speedup
@@ -52,27 +53,44 @@ def _samples(where: tuple[str, str], summaries: Sequence[ArmSummary], min_sample
     )
 
 
-def _p99_ttft(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits) -> Check:
-    """P99 TTFT of the arm to be released must stay within the SLA."""
+def _p99_ttft(where: tuple[str, str], summary: ArmSummary, tail: Tail, sla: SlaLimits) -> Check:
+    """P99 TTFT of the arm to be released must stay within the SLA, on the units measured without interference
+    (`specgate.checks.tail`)."""
     ttft = summary.ttft_ms
-    if ttft is None:
+    if ttft is None or tail.p99 is None:
         return _check("p99_ttft", where, passed=False, message=f"BLOCK: no TTFT measured in arm {summary.arm}")
-    ok = ttft.p99 <= sla.p99_ttft_ms
+    limit = sla.p99_ttft_ms
+    p99 = tail.p99
+    ok = p99 <= limit
+    units = f"n={tail.n_clean} clean of {tail.n_all}" if tail.measured else f"n={tail.n_all}"
+    others = ""
+    if tail.measured and tail.n_clean < tail.n_all and tail.p99_all is not None:
+        others = f"; with the {tail.n_all - tail.n_clean} measured under interference P99 {tail.p99_all:.0f} ms"
     sign = "≤" if ok else ">"
-    message = (
-        f"P99 TTFT {ttft.p99:.0f} ms {sign} SLA {sla.p99_ttft_ms:.0f} ms "
-        f"(arm {summary.arm}, n={ttft.n}{_ci(ttft.p99_ci, unit=' ms')}; mean {ttft.mean:.0f} ms)"
-    )
+    head = f"P99 TTFT {p99:.0f} ms {sign} SLA {limit:.0f} ms"
+    if not tail.enough_clean and not ok:
+        head = (
+            f"BLOCK: UNKNOWN: P99 TTFT {p99:.0f} ms > SLA {limit:.0f} ms over all units, but only {tail.n_clean} of "
+            f"{tail.n_all} were measured without interference — {tail.busy_text or 'the machine was busy'}: not "
+            "the configuration's to answer for; rerun on a quieter runner"
+        )
+    message = f"{head} (arm {summary.arm}, {units}; mean {ttft.mean:.0f} ms{others})"
     return _check(
         "p99_ttft",
         where,
         passed=ok,
         message=message,
-        observed=ttft.p99,
-        limit=sla.p99_ttft_ms,
+        observed=p99,
+        limit=limit,
         unit="ms",
-        n=ttft.n,
-        ci=ttft.p99_ci,
+        n=tail.n_clean if tail.enough_clean else tail.n_all,
+        details={
+            "p99_all_ms": tail.p99_all,
+            "p99_clean_ms": tail.p99_clean,
+            "clean_units": tail.n_clean,
+            "units": tail.n_all,
+            "outcome": "PASS" if ok else ("UNKNOWN" if not tail.enough_clean else "BLOCK"),
+        },
     )
 
 
@@ -160,9 +178,15 @@ def _acceptance_rate(where: tuple[str, str], summary: ArmSummary, sla: SlaLimits
 
 
 def _recommend(
-    pair: str, hardware: str, speedup: Speedup | None, summary: ArmSummary | None, sla: SlaLimits
+    pair: str,
+    hardware: str,
+    speedup: Speedup | None,
+    summary: ArmSummary | None,
+    sla: SlaLimits,
+    tails: tuple[Tail, Tail] | None = None,
 ) -> list[str]:
-    """Rollback advice for one pair × workload (README, "Gate policy")."""
+    """Rollback advice for one pair × workload (README, "Gate policy"); `tails` are (the arm's, its plain arm's) TTFT
+    tails: the P99 rule reads the clean units, and never sends a pair back to a plain decoding that was slower."""
     advice: list[str] = []
     reasons = []
     if speedup is not None and speedup.value < sla.min_speedup:
@@ -182,13 +206,30 @@ def _recommend(
             f"turn speculation off for pair {pair!r} on hardware {hardware!r} ({', '.join(reasons)}): "
             "speculation does not pay here; serve with plain decoding"
         )
-    ttft = None if summary is None else summary.ttft_ms
-    if ttft is not None and ttft.p99 > sla.rollback_latency_factor * sla.p99_ttft_ms:
-        advice.append(
-            f"roll back pair {pair!r} on {hardware!r}: P99 TTFT {ttft.p99:.0f} ms > "
-            f"{sla.rollback_latency_factor:.1f} × SLA {sla.p99_ttft_ms:.0f} ms; fall back to plain decoding"
-        )
+    advice.extend(_tail_rollback(pair, hardware, summary, sla, tails))
     return advice
+
+
+def _tail_rollback(
+    pair: str, hardware: str, summary: ArmSummary | None, sla: SlaLimits, tails: tuple[Tail, Tail] | None
+) -> list[str]:
+    limit = sla.rollback_latency_factor * sla.p99_ttft_ms
+    mine = summary.ttft_ms.p99 if summary is not None and summary.ttft_ms is not None else None
+    plain = None
+    if tails is not None:
+        if not tails[0].enough_clean:
+            return []  # a breach only interference shows: the p99_ttft check says so, no rollback
+        mine, plain = tails[0].p99, tails[1].p99
+    if mine is None or mine <= limit:
+        return []
+    head = f"P99 TTFT {mine:.0f} ms > {sla.rollback_latency_factor:.1f} × SLA {sla.p99_ttft_ms:.0f} ms"
+    if plain is not None and plain >= mine:
+        return [
+            f"pair {pair!r} misses its latency SLA on {hardware!r} with and without speculation ({head}; plain "
+            f"decoding {plain:.0f} ms): falling back to plain decoding would not help — meet the SLA first (a smaller "
+            "model, shorter prompts, a faster profile) or relax it for this hardware"
+        ]
+    return [f"roll back pair {pair!r} on {hardware!r}: {head}; fall back to plain decoding"]
 
 
 def _with_arm(check: Check, arm: str) -> Check:
@@ -203,8 +244,8 @@ def samples(evaluation: Evaluation, min_samples: int) -> Check:
 
 
 def p99_ttft(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
-    """P99 TTFT of the arm must stay within the SLA."""
-    return _with_arm(_p99_ttft(evaluation.where, evaluation.summaries[arm], sla), arm)
+    """P99 TTFT of the arm must stay within the SLA (on the units measured without interference)."""
+    return _with_arm(_p99_ttft(evaluation.where, evaluation.summaries[arm], ttft_tail(evaluation, arm), sla), arm)
 
 
 def decode_rate(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
@@ -228,7 +269,10 @@ def recommendations(evaluation: Evaluation, hardware: str, sla: SlaLimits) -> li
     advice: list[str] = []
     for arm in evaluation.plan.gated:
         label = evaluation.plan.pair if arm == evaluation.plan.released else f"{evaluation.plan.pair}/{arm}"
-        advice.extend(_recommend(label, hardware, evaluation.speedups.get(arm), evaluation.summaries[arm], sla))
+        plain = evaluation.plan.baseline_of(arm)
+        tails = None if plain is None else (ttft_tail(evaluation, arm), ttft_tail(evaluation, plain))
+        summary = evaluation.summaries[arm]
+        advice.extend(_recommend(label, hardware, evaluation.speedups.get(arm), summary, sla, tails))
     from specgate.checks.ladder import ladder_advice
 
     return [*advice, *draft_length_advice(evaluation, hardware), *ladder_advice(evaluation)]

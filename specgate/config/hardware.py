@@ -26,6 +26,9 @@ class SlaLimits:
     rollback_latency_factor: float = 1.2
     regression_tolerance: float = 0.05
     max_accuracy_drop: float = 0.03
+    # how much two instances of one engine configuration differ (relative sd, e.g. 0.02 for two vLLM servers started
+    # alike): arms served by different instances are compared with it folded into the interval
+    instance_spread: float = 0.0
 
 
 SLA_KEYS: tuple[str, ...] = tuple(f.name for f in fields(SlaLimits))

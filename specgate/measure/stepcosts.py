@@ -111,6 +111,7 @@ class SpeedupExplanation:
     draft_lengths: tuple[DraftLength, ...] = ()
     best_gamma: int | None = None
     extrapolation: str = ""
+    too_noisy: str = ""
 
     @property
     def error(self) -> float:
@@ -351,19 +352,45 @@ def explain_speedup(
         else f"no draft-length advice: every step drafted {point.values['drafted_per_step']:.0f} tokens, so the "
         "verify cost per token cannot be told from the per-step overhead"
     )
+    predicted = estimate("predicted")
     return SpeedupExplanation(
+        too_noisy=_too_noisy(predicted, costs, lengths, best),
         arm=spec_runs[0].arm,
         reference=plain_runs[0].arm,
         method=method,
         gamma=gamma,
         costs=costs,
         waterfall=_waterfall(point, costs, measured_speedup, method),
-        predicted_speedup=estimate("predicted"),
+        predicted_speedup=predicted,
         measured_speedup=measured_speedup,
         draft_lengths=lengths,
         best_gamma=best,
         extrapolation=extrapolation,
     )
+
+
+NOISY_WIDTH = 0.5  # a 95 % interval wider than half its value (or than a plain step) is no fit to explain with
+
+
+def _too_noisy(predicted: Estimate, costs: StepCosts, lengths: Sequence[DraftLength], best: int | None) -> str:
+    """Why the fit is too noisy to explain the speedup or advise a draft length (its intervals are as wide as what
+    they bound: a busy machine's timings), or ""."""
+    low, high = predicted.ci
+    if not high - low <= NOISY_WIDTH * predicted.value:
+        return f"predicted S {predicted.value:.2f}× with a 95% CI of {low:.2f}–{high:.2f}×"
+    verify, plain = costs.verify_ms_per_token, costs.plain_step_ms.value
+    if verify is not None and not verify.ci[1] - verify.ci[0] <= plain:
+        return (
+            f"verify cost per drafted token {verify.value:+.2f} ms with a 95% CI of {verify.ci[0]:.2f}–"
+            f"{verify.ci[1]:.2f} ms, wider than a whole plain step ({plain:.1f} ms)"
+        )
+    chosen = next((d for d in lengths if d.gamma == best), None)
+    if chosen is not None and not chosen.ci[1] - chosen.ci[0] <= NOISY_WIDTH * chosen.predicted_speedup:
+        return (
+            f"best γ={chosen.gamma} predicted {chosen.predicted_speedup:.2f}× with a 95% CI of "
+            f"{chosen.ci[0]:.2f}–{chosen.ci[1]:.2f}×"
+        )
+    return ""
 
 
 def _waterfall(point: _Point, costs: StepCosts, measured: float, method: str) -> tuple[WaterfallStep, ...]:

@@ -40,8 +40,13 @@ def _agreement(explanation: SpeedupExplanation) -> str:
 
 
 def waterfall_lines(explanation: SpeedupExplanation) -> list[str]:
-    """Three indented lines: the waterfall, the step costs, the draft-length advice."""
+    """Three indented lines: the waterfall, the step costs, the draft-length advice (one, when too noisy to fit)."""
     e, steps = explanation, explanation.waterfall
+    if e.too_noisy:
+        return [
+            f"  step costs {e.arm}: too noisy to fit ({e.too_noisy}): no waterfall and no draft-length advice from "
+            f"this run; measured S {e.measured_speedup:.2f}×"
+        ]
     chain = [f"{steps[0].name} {steps[0].speedup:.2f}×"]
     chain.extend(f"{s.name} ×{s.factor:.2f} = {s.speedup:.2f}×" for s in steps[1:6])
     predicted = f"predicted {e.predicted_speedup.value:.2f}×{_ci(e.predicted_speedup, '.2f')}"
@@ -99,6 +104,9 @@ def waterfall_markdown(document: VerdictDocument) -> list[str]:
             e = arm.explanation
             if e is None:
                 continue
+            if e.too_noisy:
+                costs.append(f"- {record.pair} / {record.workload} / {arm.name}: too noisy to fit ({e.too_noisy})")
+                continue
             s = e.waterfall
             rows.append(
                 (
@@ -114,7 +122,7 @@ def waterfall_markdown(document: VerdictDocument) -> list[str]:
                 )
             )
             costs.append(f"- {record.pair} / {record.workload} / {arm.name}: {costs_text(e)}. {draft_length_text(e)}")
-    if not rows:
+    if not rows and not costs:
         return []
     header = "| " + " | ".join(WATERFALL_HEADERS) + " |"
     table = [header, "|" + "---|" * len(WATERFALL_HEADERS)]
