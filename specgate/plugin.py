@@ -25,7 +25,8 @@ from specgate.engines.base import Engine
 from specgate.errors import SpecgateError
 from specgate.evaluation import Evaluation
 from specgate.measure.protocol import Measurement
-from specgate.pytest_plugins.items import ITEM_CHECK, item_target
+from specgate.pytest_plugins.items import ITEM_CHECK, item_target, missing_checks
+from specgate.pytest_plugins.options import pytest_addoption as pytest_addoption  # the plugin's hook
 from specgate.pytest_plugins.progress import attach_progress
 from specgate.pytest_plugins.reports import register_reports
 from specgate.run import GateOptions, GateRun
@@ -33,81 +34,6 @@ from specgate.run import GateOptions, GateRun
 RUN_KEY = pytest.StashKey[GateRun]()
 GATE_FIXTURES = frozenset({"engine", "measurement", "evaluation", "gate_check"})
 CHECK_MARKER = "specgate_check"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("specgate", "specgate: release gate for speculative decoding")
-    group.addoption(
-        "--hardware",
-        default="cpu",
-        metavar="PROFILE",
-        help="Hardware profile from hardware/<PROFILE>.yaml (default: cpu).",
-    )
-    group.addoption(
-        "--pair",
-        action="append",
-        metavar="NAME",
-        help="Pair(s) to gate, repeatable or comma-separated; 'all' for every pair "
-        "(default: the pairs marked default in specgate.yaml).",
-    )
-    group.addoption(
-        "--workload",
-        action="append",
-        metavar="NAME",
-        help="Workload(s) to run, repeatable or comma-separated; 'all' for every workload "
-        "(default: the workloads marked default).",
-    )
-    group.addoption(
-        "--engine",
-        default=None,
-        metavar="NAME",
-        help="Override the engine of every pair: transformers, vllm or openai (default: per pair/profile).",
-    )
-    group.addoption(
-        "--specgate-config",
-        default=None,
-        metavar="PATH",
-        help="Project config (default: specgate.yaml in the rootdir).",
-    )
-    group.addoption(
-        "--hardware-dir",
-        default=None,
-        metavar="DIR",
-        help="Folder of hardware profiles (default: hardware/ beside the project config).",
-    )
-    group.addoption(
-        "--baselines-dir",
-        default=None,
-        metavar="DIR",
-        help="Folder of stored baselines (default: baselines/ beside the project config).",
-    )
-    group.addoption(
-        "--update-baselines",
-        action="store_true",
-        default=False,
-        help="Write this run's measurements as the new baselines (only on purpose: reference builds).",
-    )
-    group.addoption(
-        "--reference",
-        default=None,
-        metavar="PAIR",
-        help="Measure PAIR (the released configuration) beside every selected pair and judge the regression on "
-        "the two, on this machine in this run; 'none' switches reference mode off (default: pairs.<pair>.reference).",
-    )
-    group.addoption(
-        "--inject-slowdown",
-        type=float,
-        default=0.0,
-        metavar="FRACTION",
-        help="Self-test of the gate's power: add FRACTION (e.g. 0.10) of every decode step's time to the candidate's "
-        "arms. Printed loudly in the verdict; refused with --update-baselines (default: 0, off).",
-    )
-    group.addoption(
-        "--specgate-out",
-        default=None,
-        metavar="DIR",
-        help="Output folder for verdict.json and reports (default: reports/ beside the project config).",
-    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -150,6 +76,8 @@ def _build_run(config: pytest.Config) -> GateRun | None:
             update_baselines=bool(config.getoption("update_baselines")),
             reference=config.getoption("reference"),
             inject_slowdown=float(config.getoption("inject_slowdown")),
+            accept=tuple(a.strip() for v in config.getoption("accept") or () for a in v.split(",") if a.strip()),
+            accept_reason=str(config.getoption("accept_reason")),
         )
     )
 
@@ -250,10 +178,14 @@ def _uses_gate_fixture(item: pytest.Item) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Count the gate items that will run, after every deselection (`-k`, `-m`, the catalogue's)."""
+    """Count the gate items that will run, after every deselection (`-k`, `-m`, the catalogue's), and name the
+    applicable checks of the catalogue that no selected item runs (the verdict is PARTIAL then)."""
     run = session.config.stash.get(RUN_KEY, None)
-    if run is not None:
-        run.gate_items = sum(1 for item in session.items if item.get_closest_marker("gate"))
+    if run is None:
+        return
+    run.gate_items = sum(1 for item in session.items if item.get_closest_marker("gate"))
+    if run.asked and not _informational(session.config):
+        run.not_run = missing_checks(run, run.pairs, run.workloads, session.items)
 
 
 def _applies(item: pytest.Item, run: GateRun) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgate.checks import Check
+from specgate.checks.accept import accept_overrides, overrides_of
 from specgate.checks.advice import advise
 from specgate.checks.catalogue import CheckSpec, Target, applicable
 from specgate.checks.judgement import Subject, judge
@@ -72,6 +73,8 @@ class GateOptions:
     update_baselines: bool = False
     reference: str | None = None
     inject_slowdown: float = 0.0
+    accept: tuple[str, ...] = ()
+    accept_reason: str = ""
 
 
 @dataclass
@@ -89,6 +92,8 @@ class GateRun:
     engine_factory: EngineFactory | None = None
     reference_override: str | None = None
     inject_slowdown: float = 0.0
+    accept: tuple[str, ...] = ()
+    accept_reason: str = ""
     checks: list[Check] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     gate_items: int = 0
@@ -104,6 +109,7 @@ class GateRun:
     _sampled: dict[tuple[str, str, str], DistributionTest | BaseException] = field(default_factory=dict)
     _fingerprints: dict[tuple[str, str], Fingerprint] = field(default_factory=dict)
     progress: Progress | None = None
+    not_run: list[str] = field(default_factory=list)
 
     @classmethod
     def from_options(cls, options: GateOptions) -> GateRun:
@@ -127,6 +133,8 @@ class GateRun:
             update_baselines=options.update_baselines,
             reference_override=options.reference,
             inject_slowdown=options.inject_slowdown,
+            accept=tuple(options.accept),
+            accept_reason=options.accept_reason,
         )
         from specgate.validation import validate_run
 
@@ -315,7 +323,8 @@ class GateRun:
                     acceptance_steps(plan, workload, len(measurement.prompts)),
                     pool_hint(plan, workload),
                 )
-        return judge(subjects, self.policy, self.family(), update=self.update_baselines, hardware=self.hardware.name)
+        judged = judge(subjects, self.policy, self.family(), update=self.update_baselines, hardware=self.hardware.name)
+        return accept_overrides(judged, self.accept, self.accept_reason) if self.update_baselines else judged
 
     def write_baselines(self) -> list[Path]:
         """Append this run to the baseline history of every pair × workload (only with --update-baselines, and only
@@ -324,15 +333,18 @@ class GateRun:
             return []
         verdict = self.verdict()
         if not verdict.passed:
+            why = "it ran a subset of the applicable checks" if verdict.verdict == "PARTIAL" else "the run blocked"
             self.errors.append(
-                "--update-baselines: no baseline was written, because the run blocked (see the failed checks); fix "
-                "them and record again"
+                f"--update-baselines: no baseline was written, because {why} (see above); fix it and record again"
             )
             return []
         for evaluation in self.evaluations():
             path = self.store.path(*evaluation.where)
+            record = dataclasses.replace(
+                self.record(evaluation), overrides=overrides_of(self.checks, *evaluation.where)
+            )
             try:
-                append_run(path, self.record(evaluation), self.policy.history_runs)
+                append_run(path, record, self.policy.history_runs)
             except (BaselineError, OSError) as exc:
                 self.errors.append(f"{self.store.relative(path)}: baseline not updated: {exc}")
                 continue
@@ -393,7 +405,9 @@ class GateRun:
             errors.append(
                 f"{missing} of {self.gate_items} gate checks did not run to the end: a partial run is not a pass"
             )
-        return decide(self.hardware.name, self.checks, errors, self.recommendations(errors), self.notices())
+        return decide(
+            self.hardware.name, self.checks, errors, self.recommendations(errors), self.notices(), self.not_run
+        )
 
     def finish(self) -> Verdict:
         """Write the records, faults, baselines and reports (`specgate.outputs`); release the engines."""

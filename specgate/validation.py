@@ -34,6 +34,8 @@ class GateRun(Protocol):
     reference_override: str | None
     inject_slowdown: float
     update_baselines: bool
+    accept: tuple[str, ...]
+    accept_reason: str
 
     @property
     def policy(self) -> GatePolicy: ...
@@ -90,6 +92,7 @@ def _options(run: GateRun) -> list[str]:
             "--inject-slowdown cannot be combined with --update-baselines: a deliberately slowed run must never become "
             "the baseline"
         )
+    problems += _accept(run)
     if run.engine_override is not None:
         from specgate.engines.registry import engine_spec
 
@@ -97,6 +100,25 @@ def _options(run: GateRun) -> list[str]:
             engine_spec(run.engine_override)
         except ConfigError as exc:
             problems.append(str(exc))
+    return problems
+
+
+def _accept(run: GateRun) -> list[str]:
+    from specgate.checks.accept import ACCEPTABLE
+
+    if not run.accept:
+        return [] if not run.accept_reason else ["--accept-reason needs --accept=CHECK[,CHECK]"]
+    problems = []
+    unknown = [a for a in run.accept if a not in ACCEPTABLE]
+    if unknown:
+        problems.append(
+            f"--accept={','.join(unknown)}: not a comparison an update run may accept. Acceptable: "
+            f"{', '.join(ACCEPTABLE)} (latency is never accepted: record the slower build beside a reference instead)"
+        )
+    if not run.update_baselines:
+        problems.append("--accept records an intended change in the baselines: it needs --update-baselines")
+    if not run.accept_reason.strip():
+        problems.append('--accept needs --accept-reason="why the change is intended" (it is kept in the history)')
     return problems
 
 

@@ -33,6 +33,16 @@ def needs(available: bool, what: str, install: str) -> None:
     pytest.skip(message, allow_module_level=True)
 
 
+def subset_passed(result: pytest.RunResult, root: Path) -> dict[str, Any]:
+    """A run of a subset of the suites whose every check passed: PARTIAL, failing like a BLOCK (a subset is not a
+    release verdict), with no failed check and no error. Returns the verdict document."""
+    verdict: dict[str, Any] = json.loads((root / "reports" / "verdict.json").read_text())
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert verdict["verdict"] == "PARTIAL" and verdict["not_run"], verdict["verdict"]
+    assert not verdict["failed_checks"] and not verdict["errors"], (verdict["failed_checks"], verdict["errors"])
+    return verdict
+
+
 def needs_module(name: str, install: str) -> Any:
     """Import a module a test needs (see `needs`)."""
     try:

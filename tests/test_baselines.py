@@ -213,11 +213,11 @@ def test_a_history_file_of_another_schema_is_a_clear_error_and_nothing_is_replac
     path.parent.mkdir(parents=True)
     old = json.dumps({"schema_version": 1, "hardware": "cpu", "pair": "fake-pair", "workload": "docs", "arms": {}})
     path.write_text(old)
-    with pytest.raises(BaselineError, match=r"docs\.json: baseline schema_version 1, this specgate reads 2"):
+    with pytest.raises(BaselineError, match=r"docs\.json: baseline schema_version 1, this specgate reads 2, 3"):
         load_baseline(path)
     result = pytester.runpytest("suites", "--update-baselines")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*baseline schema_version 1, this specgate reads 2*delete it (git rm FILE)*"])
+    result.stderr.fnmatch_lines(["*baseline schema_version 1, this specgate reads 2, 3*delete it (git rm FILE)*"])
     assert path.read_text() == old
 
 

@@ -89,7 +89,7 @@ def faulty_project(
         root = gate_project()
         (root / "conftest.py").write_text(FAULTY_CONFTEST)
         monkeypatch.setenv("SPECGATE_TEST_FAULT", "none")
-        result = pytester.runpytest(*SUITES[:2], "--update-baselines")
+        result = pytester.runpytest(*SUITES, "--update-baselines")
         assert result.ret == pytest.ExitCode.OK, result.stdout.str()
         return root, (root / BASELINE).read_bytes()
 
@@ -220,7 +220,7 @@ def test_a_full_disk_while_writing_reports_blocks_and_says_so(
     root, baseline = faulty_project()
     shutil.rmtree(root / "reports")
     _failing_fsync(monkeypatch, root / "reports", errno.ENOSPC)
-    result = pytester.runpytest(*SUITES[:2], "--update-baselines")
+    result = pytester.runpytest(*SUITES, "--update-baselines")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     output = result.stdout.str()
     assert "INTERNALERROR" not in output and "Traceback" not in output
@@ -241,7 +241,7 @@ def test_an_unwritable_baseline_folder_during_update_blocks_and_keeps_the_baseli
     root, baseline = faulty_project()
     _failing_fsync(monkeypatch, root / "baselines", code)
     monkeypatch.setenv("FAKE_SEED", "1")
-    result = pytester.runpytest(*SUITES[:2], "--update-baselines")
+    result = pytester.runpytest(*SUITES, "--update-baselines")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     verdict = _verdict(root)
     assert verdict["verdict"] == "BLOCK"

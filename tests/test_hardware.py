@@ -231,7 +231,7 @@ def test_cpu_and_ascend_profile_specifics() -> None:
     cpu = yaml.safe_load((PROFILES / "cpu.yaml").read_text())
     npu = yaml.safe_load((PROFILES / "ascend910b.yaml").read_text())
 
-    assert (cpu["threads"], cpu["dtype"], cpu["engine"], cpu["telemetry"]) == (2, "float32", "transformers", "rapl")
+    assert (cpu["threads"], cpu["dtype"], cpu["engine"], cpu["telemetry"]) == (1, "float32", "transformers", "rapl")
     assert (npu["backend"], npu["device"], npu["engine"], npu["telemetry"]) == ("npu", "npu:0", "vllm", "npu-smi")
 
 

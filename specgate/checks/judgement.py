@@ -208,11 +208,22 @@ def _baseline_latency(
 
 
 def _recordable(result: Check | Exception) -> Check | Exception:
-    """In an update run, an UNKNOWN against the history does not stop the recording: more runs are what decide it
-    (a significant regression still does: a regressed build is never recorded as the reference)."""
+    """In an update run, an UNKNOWN against the history is recorded only when its estimate lies within the
+    tolerance of the history (more runs are what decide a spread); one that looks slower than the tolerance is not
+    recorded, however undecided: a history must never drift towards a slower build, a few percent per update. A
+    significant regression is never recorded either."""
     if not isinstance(result, Check) or result.details.get("outcome") != "UNKNOWN":
         return result
-    message = "update run, recorded to grow the history: " + result.message.removeprefix("BLOCK: ")
+    change, tolerance = result.details.get("relative_change"), result.limit
+    if change is None or tolerance is None or change > tolerance:
+        message = (
+            f"{result.message} — not recorded: an update run records only a build that does not look slower than the "
+            f"history by more than the tolerance ({'unknown' if change is None else f'{change:+.1%}'})"
+        )
+        return dataclasses.replace(result, message=message)
+    message = "update run, recorded to grow the history (within the tolerance): " + result.message.removeprefix(
+        "BLOCK: "
+    )
     return dataclasses.replace(result, passed=True, message=message)
 
 

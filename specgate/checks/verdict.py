@@ -1,6 +1,9 @@
-"""The verdict of a gate run: PASS only when checks ran, every one passed, and nothing errored.
+"""The verdict of a gate run: PASS only when checks ran, every one passed, nothing errored, and no applicable check
+was left out.
 
-Anything else — a failed check, an engine error, too few samples, no checks at all — is BLOCK, with the reason.
+A failed check, an engine error, too few samples, no checks at all — is BLOCK, with the reason. A run whose checks
+all passed but that left applicable checks of the catalogue out (`-k`, `--lf`, one suite file) is PARTIAL: a subset
+is not a release verdict, and it fails like a BLOCK.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ class Verdict:
     errors: tuple[str, ...]
     recommendations: tuple[str, ...]
     notices: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -37,13 +41,22 @@ def decide(
     errors: Sequence[str],
     recommendations: Sequence[str],
     notices: Sequence[str] = (),
+    not_run: Sequence[str] = (),
 ) -> Verdict:
-    """PASS only when checks ran, all passed, and nothing errored. `notices` are printed loudly with the verdict
-    (e.g. a self-test's injected slowdown) without deciding it."""
+    """PASS only when checks ran, all passed, nothing errored and no applicable check (`not_run`: their keys) was
+    left out. `notices` are printed loudly with the verdict (e.g. a self-test's injected slowdown) without deciding
+    it."""
     reasons = list(errors)
     if not checks and not errors:
         reasons.append("no gate check ran: select at least one pair and workload (see --pair, --workload)")
     blocked = bool(reasons) or any(not c.passed for c in checks)
-    unique_advice = tuple(dict.fromkeys(recommendations))
-    verdict = "BLOCK" if blocked else "PASS"
-    return Verdict(verdict, hardware, tuple(checks), tuple(reasons), unique_advice, tuple(notices))
+    advice = list(recommendations)
+    if not_run:
+        advice.append(
+            f"{len(not_run)} applicable check(s) did not run (deselected: -k, -m, --lf, or a subset of the suites): a "
+            "subset is not a release verdict; run every applicable check (pytest suites/ without -k, -m or --lf)"
+        )
+    verdict = "BLOCK" if blocked else ("PARTIAL" if not_run else "PASS")
+    return Verdict(
+        verdict, hardware, tuple(checks), tuple(reasons), tuple(dict.fromkeys(advice)), tuple(notices), tuple(not_run)
+    )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from specgate.engines.base import ArmRun, Engine, Prompt
-from specgate.measure.protocol import Measurement, RunObserver
+from specgate.measure.protocol import Measurement, RunObserver, accounted
 
 GROWTH = 5
 
@@ -50,7 +50,7 @@ def measure_pool(
     def run(batch: list[Prompt], arm: str) -> None:
         if observer is not None:
             observer.before_run(arm)
-        result = engine.run(batch, arm, repetition=0)
+        result = accounted(engine.run(batch, arm, repetition=0), batch, 0)
         if observer is not None:
             observer.after_run(arm, result)
         runs[arm].append(result)

@@ -138,7 +138,7 @@ class _Runs:
             else engine.run(batch, arm, repetition=repetition, load=self.load)
         )
         pressure, steal = between(before, read_pressure())
-        result = checked_run(replace(result, pressure_s=pressure, steal_s=steal))
+        result = checked_run(accounted(replace(result, pressure_s=pressure, steal_s=steal), batch, repetition))
         if self.observer is not None:
             self.observer.after_run(arm, result)
         return result
@@ -261,6 +261,29 @@ def _round(
                 state.probes[arm].append(state.call([probe], arm, repetition))
         if progress is not None:
             progress.unit_done(plan, repetition, repetition * len(prompts) + index + 1, len(prompts) * planned)
+
+
+def accounted(run: ArmRun, batch: Sequence[Prompt], repetition: int) -> ArmRun:
+    """`run` with exactly one trace per prompt sent: a prompt the engine returned no trace for becomes a failed
+    request ("engine returned N of M"), and a trace for a prompt not sent, or a second one for the same prompt, is
+    marked failed too — so a comparison is never made on the survivors of an engine that dropped the slow ones."""
+    sent = [p.id for p in batch]
+    if sorted(t.prompt_id for t in run.traces) == sorted(sent):
+        return run
+    reason = f"the engine returned {len(run.traces)} traces for the {len(sent)} requests sent"
+    kept: dict[str, RequestTrace] = {}
+    extra = []
+    for trace in run.traces:
+        if trace.prompt_id in sent and trace.prompt_id not in kept:
+            kept[trace.prompt_id] = trace
+        else:
+            extra.append(replace(trace, error=f"{reason}: a trace not asked for ({trace.prompt_id})"))
+    missing = [
+        RequestTrace(pid, run.arm, repetition, 0.0, (), (), (), "", 0, error=f"{reason}: none for this request")
+        for pid in sent
+        if pid not in kept
+    ]
+    return replace(run, traces=(*kept.values(), *missing, *extra))
 
 
 NON_FINITE = "the engine reported non-finite times (NaN or inf): a broken clock or a numerical fault of the engine"

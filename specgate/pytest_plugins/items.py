@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specgate.checks import Check
-from specgate.checks.catalogue import Target
+from specgate.checks.catalogue import Context, Target, applicable
 
 
 def item_target(item: pytest.Item) -> Target | None:
@@ -23,3 +23,21 @@ def item_target(item: pytest.Item) -> Target | None:
 
 # the check a gate item recorded (set by the `gate_check` fixture), for the reports that name items by their check
 ITEM_CHECK = pytest.StashKey[Check]()
+
+
+def missing_checks(
+    run: Context, pairs: list[str], workloads: list[str], items: list[pytest.Item], marker: str = "specgate_check"
+) -> list[str]:
+    """The applicable checks of the catalogue (on the run's pairs and workloads) that no selected item runs, as
+    "pair/workload/check[param]"."""
+    selected = set()
+    for item in items:
+        mark = item.get_closest_marker(marker)
+        target = item_target(item)
+        if mark is not None and target is not None:
+            selected.add((str(mark.args[0]), target))
+    return [
+        f"{t.pair}/{t.workload}/{entry.name}" + (f"[{t.param}]" if t.param else "")
+        for entry, t in applicable(run, pairs, workloads)
+        if (entry.name, t) not in selected
+    ]

@@ -20,6 +20,7 @@ from typing import Any
 
 from specgate import __version__
 from specgate.checks import Check
+from specgate.checks.interference import Busy, busy
 from specgate.errors import SpecgateError
 from specgate.evaluation import Divergence, Evaluation
 from specgate.hardware.energy import EnergyReport
@@ -32,7 +33,7 @@ from specgate.reports.provenance import CommitInfo, commit_info, machine_info
 from specgate.store.atomic import write_atomic
 from specgate.store.codec import from_data, to_data
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,9 @@ class EvaluationRecord:
     rounds: int = 0
     fingerprint: Fingerprint | None = None
     ladder: tuple[LadderRow, ...] = ()
+    interference: Busy | None = None
+    looks: tuple[str, ...] = ()
+    rounds_by_arm: Mapping[str, int] = field(default_factory=dict)
 
     def arm(self, name: str) -> ArmRecord:
         return next(a for a in self.arms if a.name == name)
@@ -106,6 +110,7 @@ class VerdictDocument:
     machine: Mapping[str, Any] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     report_warnings: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -166,6 +171,9 @@ def evaluation_record(evaluation: Evaluation, fingerprint: Fingerprint | None = 
         rounds=m.rounds,
         fingerprint=fingerprint,
         ladder=evaluation.ladder,
+        interference=busy([*evaluation.samples.values(), *evaluation.probes.values()]),
+        looks=m.looks,
+        rounds_by_arm=dict(m.rounds_by_arm),
     )
 
 
@@ -190,6 +198,7 @@ def build_document(run: Any) -> VerdictDocument:
         out_dir=_relative(run.out_dir, root),
         machine=machine_info(),
         notices=verdict.notices,
+        not_run=verdict.not_run,
     )
 
 

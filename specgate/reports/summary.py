@@ -19,7 +19,7 @@ from specgate.reports.tables import KEY_METRIC_HEADERS, key_metrics
 from specgate.reports.waterfall import waterfall_markdown
 from specgate.store.atomic import write_atomic
 
-ICONS = {"PASS": "✅", "BLOCK": "⛔"}
+ICONS = {"PASS": "✅", "BLOCK": "⛔", "PARTIAL": "⚠️"}
 
 
 def cell(text: str) -> str:
@@ -65,6 +65,11 @@ def _advice(verdict: VerdictDocument) -> list[str]:
     lines = ["", "### Recommendation", ""]
     if verdict.passed:  # a pass may still carry advice (the draft length that would pay best)
         lines.append("- every check passed: ship this configuration")
+    elif verdict.verdict == "PARTIAL":
+        lines.append(
+            f"- every check that ran passed, but {len(verdict.not_run)} applicable check(s) did not run: a subset is "
+            "not a release verdict"
+        )
     if verdict.recommendations:
         lines.extend(f"- {r}" for r in verdict.recommendations)
     elif not verdict.passed:
@@ -103,6 +108,8 @@ def summary_markdown(document: VerdictDocument, links: Sequence[tuple[str, str]]
     ]
     if verdict.errors:
         lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in verdict.errors)])
+    if verdict.not_run:
+        lines.extend(["", "### Not run (deselected)", "", *(f"- `{key}`" for key in verdict.not_run)])
     lines.extend([*_metrics(document), *_ladder(document), *waterfall_markdown(document), *_advice(verdict)])
     lines.extend(_all_checks(verdict.checks) if all_checks else [])
     return "\n".join(lines) + "\n"

@@ -80,21 +80,39 @@ def resource_line(record: EvaluationRecord) -> str | None:
     return "  " + "; ".join(parts) if parts else None
 
 
+def interference_line(record: EvaluationRecord) -> str | None:
+    """How busy the machine was while the pair × workload was measured, and the rounds each arm needed."""
+    busy = record.interference
+    if busy is None:
+        return None
+    rounds = record.rounds_by_arm
+    measured = ""
+    if rounds and len(set(rounds.values())) > 1:
+        measured = "; rounds per arm " + ", ".join(f"{arm} {n}" for arm, n in rounds.items())
+    return f"  {busy.describe()}{measured}"
+
+
 HEADLINE_CHARS = 220  # the first sentence of a failed check's evidence; the whole of it is in pytest's report
 
 
 def verdict_lines(document: VerdictDocument) -> list[str]:
     """The terminal summary: verdict, key numbers per pair × workload, failures, errors, recommendations."""
+    not_run = f"; {len(document.not_run)} applicable checks not run" if document.not_run else ""
     lines = [
         f"VERDICT: {document.verdict} (hardware {document.hardware}; {len(document.checks)} checks, "
-        f"{len(document.failed)} failed, {len(document.errors)} errors)",
+        f"{len(document.failed)} failed, {len(document.errors)} errors{not_run})",
         *(f"!!! {notice}" for notice in document.notices),
     ]
+    if document.not_run:
+        shown = ", ".join(document.not_run[:5]) + (
+            f" and {len(document.not_run) - 5} more" * (len(document.not_run) > 5)
+        )
+        lines.append(f"NOT RUN (a subset is not a release verdict): {shown}")
     machines = {r.fingerprint.describe() for r in document.evaluations if r.fingerprint is not None}
     lines.extend(f"machine: {machine}" for machine in sorted(machines))
     for record in document.evaluations:
         lines.extend(evaluation_lines(record))
-        lines.extend(line for line in [resource_line(record)] if line)
+        lines.extend(line for line in [resource_line(record), interference_line(record)] if line)
         for arm in record.arms:
             if arm.explanation is not None and not arm.reference:
                 lines.extend(waterfall_lines(arm.explanation))

@@ -25,7 +25,10 @@ from specgate.store.atomic import write_atomic
 from specgate.store.codec import from_data, to_data
 from specgate.store.records import RunRecord
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# 3 adds what 2 lacked without changing what it had (CPU times, waits, steps, instances and attempts of samples;
+# accepted overrides of a run): a version-2 file reads as it is
+READABLE_SCHEMAS = (2, 3)
 RERECORD = "delete it (git rm FILE) and record a new one on the reference build: pytest suites/ --update-baselines"
 
 
@@ -151,10 +154,11 @@ def load_baseline(path: Path, expect: tuple[str, str, str] | None = None) -> Bas
         ) from exc
     if not isinstance(raw, dict) or "schema_version" not in raw:
         raise BaselineError(f"{path}: not a specgate baseline (no schema_version). Restore it from git or {RERECORD}.")
-    if raw["schema_version"] != SCHEMA_VERSION:
+    if raw["schema_version"] not in READABLE_SCHEMAS:
         raise BaselineError(
-            f"{path}: baseline schema_version {raw['schema_version']!r}, this specgate reads {SCHEMA_VERSION} "
-            f"(runs with machine fingerprints); {RERECORD}. The file is left as it is."
+            f"{path}: baseline schema_version {raw['schema_version']!r}, this specgate reads "
+            f"{', '.join(map(str, READABLE_SCHEMAS))} (runs with machine fingerprints); {RERECORD}. The file is left "
+            "as it is."
         )
     missing = [k for k in ("hardware", "pair", "workload", "runs") if k not in raw]
     if missing or not isinstance(raw["runs"], list) or not raw["runs"]:

@@ -26,6 +26,18 @@ from specgate.plan import Arm, LadderStep, MeasurementPlan
 
 
 @dataclass(frozen=True, slots=True)
+class Override:
+    """A failed comparison accepted on purpose by an update run: the check, what it said, why it was accepted, by
+    whom and when."""
+
+    check: str
+    message: str
+    reason: str
+    by: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """One run of a pair × workload: the samples of each arm and where they came from.
 
@@ -35,7 +47,9 @@ class RunRecord:
     `probes` the one-token TTFT probes of each arm (reference mode), which feed TTFT comparisons only; `pool` the
     acceptance pool's requests of each arm (prompts after the timed ones), which feed acceptance only; `ladder` the
     pair's ladder on this workload (each step's speed gain, memory, accuracy, perplexity and verdict) and
-    `perplexity` each arm's on long documents, so that a later run is compared with it step by step."""
+    `perplexity` each arm's on long documents, so that a later run is compared with it step by step; `overrides`
+    the failed comparisons an update run accepted on purpose (`--accept`), with the reason, so the history says why
+    it changed."""
 
     hardware: str
     pair: str
@@ -58,6 +72,7 @@ class RunRecord:
     pool: Mapping[str, ArmSamples] = field(default_factory=dict)
     ladder: tuple[LadderRow, ...] = ()
     perplexity: Mapping[str, Perplexity] = field(default_factory=dict)
+    overrides: tuple[Override, ...] = ()
 
     def ttft_view(self, arm: str) -> ArmSamples:
         """An arm's samples with its TTFT probes: what TTFT comparisons read."""

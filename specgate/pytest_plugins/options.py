@@ -1,0 +1,95 @@
+"""The command-line options of the specgate plugin: one group, read like pytest's own (short help, the default)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("specgate", "specgate: release gate for speculative decoding")
+    group.addoption(
+        "--hardware",
+        default="cpu",
+        metavar="PROFILE",
+        help="Hardware profile from hardware/<PROFILE>.yaml (default: cpu).",
+    )
+    group.addoption(
+        "--pair",
+        action="append",
+        metavar="NAME",
+        help="Pair(s) to gate, repeatable or comma-separated; 'all' for every pair "
+        "(default: the pairs marked default in specgate.yaml).",
+    )
+    group.addoption(
+        "--workload",
+        action="append",
+        metavar="NAME",
+        help="Workload(s) to run, repeatable or comma-separated; 'all' for every workload "
+        "(default: the workloads marked default).",
+    )
+    group.addoption(
+        "--engine",
+        default=None,
+        metavar="NAME",
+        help="Override the engine of every pair: transformers, vllm or openai (default: per pair/profile).",
+    )
+    group.addoption(
+        "--specgate-config",
+        default=None,
+        metavar="PATH",
+        help="Project config (default: specgate.yaml in the rootdir).",
+    )
+    group.addoption(
+        "--hardware-dir",
+        default=None,
+        metavar="DIR",
+        help="Folder of hardware profiles (default: hardware/ beside the project config).",
+    )
+    group.addoption(
+        "--baselines-dir",
+        default=None,
+        metavar="DIR",
+        help="Folder of stored baselines (default: baselines/ beside the project config).",
+    )
+    group.addoption(
+        "--update-baselines",
+        action="store_true",
+        default=False,
+        help="Write this run's measurements as the new baselines (only on purpose: reference builds).",
+    )
+    group.addoption(
+        "--reference",
+        default=None,
+        metavar="PAIR",
+        help="Measure PAIR (the released configuration) beside every selected pair and judge the regression on "
+        "the two, on this machine in this run; 'none' switches reference mode off (default: pairs.<pair>.reference).",
+    )
+    group.addoption(
+        "--inject-slowdown",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="Self-test of the gate's power: add FRACTION (e.g. 0.10) of every decode step's time to the candidate's "
+        "arms. Printed loudly in the verdict; refused with --update-baselines (default: 0, off).",
+    )
+    group.addoption(
+        "--accept",
+        action="append",
+        default=None,
+        metavar="CHECK",
+        help="With --update-baselines: record this run although these comparisons against the baseline failed, as an "
+        "intended change (output_drift, task_accuracy, acceptance_rate; repeatable or comma-separated). Needs "
+        "--accept-reason.",
+    )
+    group.addoption(
+        "--accept-reason",
+        default="",
+        metavar="TEXT",
+        help="Why the accepted change is intended; kept in the baseline's history with who and when.",
+    )
+    group.addoption(
+        "--specgate-out",
+        default=None,
+        metavar="DIR",
+        help="Output folder for verdict.json and reports (default: reports/ beside the project config).",
+    )

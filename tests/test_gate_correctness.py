@@ -1,0 +1,134 @@
+"""The second audit's gate-correctness cases, each a scenario that passed (or could never pass) before: a subset
+of the catalogue is PARTIAL, an engine that drops traces fails them, an update run does not record a slower build.
+(Acceptance, accuracy and the ladder have theirs beside their checks.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specgate.engines.base import ArmRun, LoadShape, Prompt
+from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.measure.protocol import accounted
+
+RELAXED = "gate:\n  latency_baseline: optional\n"
+
+
+def _verdict(root: Path) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((root / "reports" / "verdict.json").read_text())
+    return result
+
+
+def _relaxed(root: Path) -> None:
+    """Latency against a one-run history is reported, not gated: the checks of a recorded build then pass."""
+    config = root / "specgate.yaml"
+    config.write_text(config.read_text().replace("gate:\n", RELAXED))
+
+
+def test_a_deselected_subset_of_the_catalogue_is_partial_and_fails(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    """`-k "not regression"` on a build that passes every selected check: PASS with exit 0 before, now PARTIAL."""
+    root = gate_project()
+    result = pytester.runpytest("suites", "-k", "not regression")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    verdict = _verdict(root)
+    assert verdict["verdict"] == "PARTIAL"
+    assert not [c for c in verdict["checks"] if not c["passed"]]  # every check that ran passed
+    result.stdout.fnmatch_lines(["VERDICT: PARTIAL*", "NOT RUN (a subset is not a release verdict): *"])
+
+
+def test_last_failed_after_a_fix_is_partial(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build with a greedy-drift bug fails its drift checks; fixed, `--lf` reruns only those: before, PASS and
+    exit 0 for the whole release; now PARTIAL."""
+    root = gate_project()
+    _relaxed(root)
+    assert pytester.runpytest("suites", "--update-baselines").ret == pytest.ExitCode.OK
+    conftest = root / "conftest.py"
+    healthy = conftest.read_text()
+    conftest.write_text(healthy.replace("FakeBehaviour()", "FakeBehaviour(wrong_token_at=3)"))
+    assert pytester.runpytest("suites", "-p", "cacheprovider").ret == pytest.ExitCode.TESTS_FAILED
+    conftest.write_text(healthy)
+    rerun = pytester.runpytest("suites", "-p", "cacheprovider", "--lf")
+    assert rerun.ret == pytest.ExitCode.TESTS_FAILED
+    assert _verdict(root)["verdict"] == "PARTIAL"
+
+
+def test_update_baselines_refuses_a_subset(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
+    root = gate_project()
+    result = pytester.runpytest("suites", "-k", "not regression", "--update-baselines")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert not (root / "baselines" / "cpu" / "fake-pair").exists()
+    result.stdout.fnmatch_lines(["*no baseline was written, because it ran a subset of the applicable checks*"])
+
+
+DROPPING_CONFTEST = """
+import pytest
+from specgate.engines.base import ArmRun
+from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.plugin import RUN_KEY
+
+SLOW = {"p0", "p1", "p2", "p3"}
+
+
+class Dropping(FakeEngine):
+    def run(self, prompts, arm, *, repetition, load=None):
+        result = super().run(prompts, arm, repetition=repetition, load=load)
+        if arm != "spec":
+            return result
+        return ArmRun(arm, tuple(t for t in result.traces if t.prompt_id not in SLOW), result.wall_s)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.engine_factory = lambda name, base: Dropping(FakeBehaviour(), seed=0, per_arm={"spec": FakeBehaviour()})
+"""
+
+
+class DroppingEngine(FakeEngine):
+    """Returns no trace for the requests of `dropped` prompts in one arm (as a server that loses slow ones)."""
+
+    def __init__(self, arm: str, dropped: set[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._drop_arm, self._dropped = arm, dropped
+
+    def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
+        result = super().run(prompts, arm, repetition=repetition, load=load)
+        if arm != self._drop_arm:
+            return result
+        return ArmRun(arm, tuple(t for t in result.traces if t.prompt_id not in self._dropped), result.wall_s)
+
+
+def test_a_missing_or_extra_trace_is_a_failed_request() -> None:
+    prompts = [Prompt(f"p{i}", "text", 8) for i in range(4)]
+    engine = DroppingEngine("spec", {"p1"}, behaviour=FakeBehaviour())
+    run = accounted(engine.run(prompts, "spec", repetition=0), prompts, 0)
+    assert len(run.traces) == 4
+    failed = [t for t in run.traces if not t.ok]
+    assert [t.prompt_id for t in failed] == ["p1"]
+    assert "the engine returned 3 traces for the 4 requests sent" in (failed[0].error or "")
+    doubled = ArmRun("spec", (*run.traces[:1], *run.traces[:1]), 1.0)
+    marked = accounted(doubled, prompts[:1], 0)
+    assert [t.ok for t in marked.traces] == [True, False]
+
+
+def test_an_engine_that_drops_the_slow_requests_blocks(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    """A candidate 50 % slower on 4 of 8 prompts whose engine returns no trace for exactly those: before, judged on
+    the 4 survivors, the release passed; now the missing requests fail it."""
+    gate_project()
+    pytester.makeconftest(DROPPING_CONFTEST)
+    result = pytester.runpytest("suites", "-k", "samples")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*arm spec: 8 of 16 requests failed (8× the engine returned 0 traces for the 1 requests sent*"]
+    )
