@@ -27,6 +27,7 @@ from specgate.evaluation import Evaluation
 from specgate.measure.protocol import Measurement
 from specgate.pytest_plugins.items import ITEM_CHECK, item_target
 from specgate.pytest_plugins.reports import register_reports
+from specgate.pytest_plugins.sessions import add_options, register_sessions
 from specgate.run import GateOptions, GateRun
 
 RUN_KEY = pytest.StashKey[GateRun]()
@@ -107,6 +108,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="Output folder for verdict.json and reports (default: reports/ beside the project config).",
     )
+    add_options(group)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -123,6 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if run is not None:
         config.stash[RUN_KEY] = run
         register_reports(config, run)
+        register_sessions(config, run)
 
 
 def _path(config: pytest.Config, option: str) -> Path | None:
