@@ -8,6 +8,7 @@ a block.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -119,7 +120,8 @@ def _parts(document: VerdictDocument, links: Sequence[tuple[str, str]], all_chec
     for p in parts:
         if p.document is None:
             continue
-        body = summary_markdown(p.document, all_checks=all_checks).replace("\n## ", "\n").replace("\n### ", "\n#### ")
+        body = summary_markdown(p.document, all_checks=all_checks)
+        body = re.sub(r"^### ", "#### ", re.sub(r"^## ", "", body, flags=re.M), flags=re.M)  # under the part's title
         opened = " open" if p.verdict != "PASS" else ""
         lines.extend(["", f"<details{opened}><summary><b>{p.label}</b>: {p.verdict}</summary>", "", body, "</details>"])
     return "\n".join(lines) + "\n"
