@@ -82,6 +82,10 @@ def test_parts_of_two_runners_merge_into_one_labelled_verdict_junit_allure_and_n
     assert "### Parts" in note and "<summary><b>cpu @ runner-a</b>: PASS</summary>" in note
     assert main(["report", "--verdict", str(out / "verdict.json"), "--results", str(tmp_path / "none")]) == 0
     assert (out / "summary.md").read_text() == summary  # every report renders from the merged document
+    prometheus = (out / "metrics.prom").read_text()
+    assert 'specgate_check_passed{category="sla",check="speedup",hardware="cpu",pair="fake-pair"' in prometheus
+    benchmarks = json.loads((out / "benchmark.json").read_text())["benchmarks"]
+    assert len(benchmarks) == 2 * len(json.loads((other / "benchmark.json").read_text())["benchmarks"])
 
 
 def test_a_blocked_lost_unreadable_or_other_commit_part_blocks_the_merge_by_name(
