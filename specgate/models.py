@@ -34,9 +34,13 @@ class ResolvedModel:
     sha256: str
 
 
+def cache_root() -> Path:
+    """specgate's cache folder: `$SPECGATE_CACHE_DIR`, else `~/.cache/specgate`."""
+    return Path(os.environ.get("SPECGATE_CACHE_DIR") or Path.home() / ".cache" / "specgate")
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("SPECGATE_CACHE_DIR") or Path.home() / ".cache" / "specgate"
-    return Path(root) / "models"
+    return cache_root() / "models"
 
 
 def locate(reference: str, base_dir: Path | None = None) -> Path:

@@ -24,6 +24,7 @@ from typing import Any
 
 from specgate.config import REFERENCE_PREFIX, ArmSpec, HardwareProfile, PairConfig, ProjectConfig, Speculation
 from specgate.config.optimisation import LadderLimits, Optimisation
+from specgate.config.parallel import ParallelLayout, layout_of
 from specgate.errors import ConfigError
 
 PLAIN = "ar"
@@ -46,6 +47,7 @@ class Arm:
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     slowdown: float = 0.0
     optimisation: Optimisation = field(default_factory=Optimisation)
+    parallel: ParallelLayout = field(default_factory=ParallelLayout)
 
     @property
     def speculative(self) -> bool:
@@ -61,6 +63,8 @@ class Arm:
         parts: list[Any] = [self.target, spec, self.dtype, options, self.slowdown]
         if self.optimisation.any:
             parts.append(self.optimisation.as_data())
+        if not self.parallel.single:
+            parts.append(self.parallel.describe())
         return json.dumps(parts, sort_keys=True, default=str)
 
     def describe(self) -> str:
@@ -77,7 +81,8 @@ class Arm:
             how = f"{s.method} γ={s.num_tokens}{draft}"
         slow = f", INJECTED SLOWDOWN +{self.slowdown:.0%}" if self.slowdown else ""
         optimised = f", {self.optimisation.describe()}" if self.optimisation.any else ""
-        return f"{how}, {self.dtype}{optimised}{slow}"
+        parallel = "" if self.parallel.single else f", {self.parallel.describe()}"
+        return f"{how}, {self.dtype}{optimised}{parallel}{slow}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +186,7 @@ def _arm(spec: ArmSpec, pair: PairConfig, hardware: HardwareProfile, *, referenc
         engine_options=options,
         slowdown=slowdown,
         optimisation=spec.optimisation,
+        parallel=layout_of(hardware.parallel, pair.parallel),
     )
 
 

@@ -29,6 +29,7 @@ from specgate.pytest_plugins.items import ITEM_CHECK, item_target, missing_check
 from specgate.pytest_plugins.options import pytest_addoption as pytest_addoption  # the plugin's hook
 from specgate.pytest_plugins.progress import attach_progress
 from specgate.pytest_plugins.reports import register_reports
+from specgate.pytest_plugins.sessions import register_sessions
 from specgate.run import GateOptions, GateRun
 
 RUN_KEY = pytest.StashKey[GateRun]()
@@ -51,6 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[RUN_KEY] = run
         register_reports(config, run)
         run.progress = attach_progress(config)
+        register_sessions(config, run)
 
 
 def _path(config: pytest.Config, option: str) -> Path | None:

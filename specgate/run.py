@@ -107,7 +107,7 @@ class GateRun:
     _evaluations: dict[tuple[str, str], Evaluation | BaseException] = field(default_factory=dict)
     _regressions: dict[tuple[str, str, str], Check | Exception] | None = None
     _sampled: dict[tuple[str, str, str], DistributionTest | BaseException] = field(default_factory=dict)
-    _fingerprints: dict[tuple[str, str], Fingerprint] = field(default_factory=dict)
+    _fingerprints: dict[tuple[object, ...], Fingerprint] = field(default_factory=dict)
     progress: Progress | None = None
     not_run: list[str] = field(default_factory=list)
 
@@ -260,11 +260,11 @@ class GateRun:
     # --- records, fingerprints and baselines -----------------------------------------------------------------------
 
     def fingerprint(self, evaluation: Evaluation) -> Fingerprint:
-        """This machine's fingerprint for the evaluation's engine and dtype."""
-        m = evaluation.measurement
-        key = (m.engine, evaluation.plan.arm(evaluation.plan.released).dtype)
+        """This machine's fingerprint for the evaluation's engine, dtype and parallel layout."""
+        m, arm = evaluation.measurement, evaluation.plan.arm(evaluation.plan.released)
+        key = (m.engine, arm.dtype, arm.parallel)
         if key not in self._fingerprints:
-            self._fingerprints[key] = run_fingerprint(self.hardware, m.engine, m.versions, key[1])
+            self._fingerprints[key] = run_fingerprint(self.hardware, m.engine, m.versions, arm.dtype, arm.parallel)
         return self._fingerprints[key]
 
     def record(self, evaluation: Evaluation, *, every_arm: bool = False) -> RunRecord:

@@ -131,6 +131,7 @@ def _pair(run: GateRun, name: str) -> list[str]:
     except ConfigError as exc:
         return [str(exc)]
     problems += _optimisations(run, name, spec.name)
+    problems += _parallel(run, name, spec.name)
     reference = run.reference_of(name)
     if reference is not None and reference not in run.project.pairs:
         return problems  # an unknown --reference is reported once, with the options
@@ -155,6 +156,29 @@ def _optimisations(run: GateRun, name: str, engine: str) -> list[str]:
 
     pair = run.pair(name)
     return [p for arm in pair.arms for p in check_support(arm.optimisation, engine, f"pairs.{name}.arms.{arm.name}")]
+
+
+def _parallel(run: GateRun, name: str, engine: str) -> list[str]:
+    """A multi-device layout is vLLM's (the served engine's layout is the server's own), DP needs a server, and
+    the Ray executor needs Ray."""
+    import importlib.util
+
+    from specgate.config.parallel import layout_of
+    from specgate.engines.vllm_parallel import llm_parallel_arguments
+
+    layout = layout_of(run.hardware.parallel, run.pair(name).parallel)
+    where = f"pair {name!r} ({run.hardware.name} profile and pairs.{name}.parallel): {layout.describe()}"
+    if layout.single or engine == "openai":
+        return []
+    if engine != "vllm":
+        return [f"{where}: parallel layouts run on the vllm engine; {engine!r} uses one device. Set engine: vllm"]
+    try:
+        llm_parallel_arguments(layout)
+    except ConfigError as exc:
+        return [f"{where}: {exc}"]
+    if layout.distributed_executor_backend == "ray" and importlib.util.find_spec("ray") is None:
+        return [f"{where}: the ray executor needs Ray: pip install 'specgate[ray]' (and RAY_ADDRESS for a cluster)"]
+    return []
 
 
 def _endpoints(run: GateRun, name: str) -> list[str]:

@@ -19,6 +19,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,8 +73,10 @@ class Project:
         _git(self.root, "commit", "-q", "-m", message)
         _git(self.root, "push", "-q", "-f", "origin", "HEAD")
 
-    def run(self, *args: str, merge_request: bool = False) -> Pipeline:
-        shutil.rmtree(self.root / ".gitlab-ci-local", ignore_errors=True)
+    def run(self, *args: str, merge_request: bool = False, keep: bool = False) -> Pipeline:
+        """Run the pipeline (or the jobs named in `args`); `keep`: with the earlier jobs' artifacts."""
+        if not keep:
+            shutil.rmtree(self.root / ".gitlab-ci-local", ignore_errors=True)
         variables = ["--variable", "CI_PIPELINE_SOURCE=merge_request_event"] if merge_request else []
         command = [
             self.tool,
@@ -100,7 +103,7 @@ class Project:
         return pipeline
 
 
-def make_project(root: Path, files: dict[str, str], inputs: dict[str, str | list[str]]) -> Project:
+def make_project(root: Path, files: dict[str, str], inputs: dict[str, Any]) -> Project:
     root.mkdir()
     shutil.copytree(REPO / "hardware", root / "hardware")
     shutil.copytree(REPO / "suites", root / "suites", ignore=shutil.ignore_patterns("__pycache__"))

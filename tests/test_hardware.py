@@ -213,11 +213,11 @@ def test_saving_is_a_signed_relative_change() -> None:
 # --- profiles -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["cpu", "a800", "h200", "ascend910b"])
+@pytest.mark.parametrize("name", ["cpu", "a800", "h200", "ascend910b", "a800x8", "h200x8", "ascend910bx8"])
 def test_profile_has_exactly_the_schema(name: str) -> None:
     profile = yaml.safe_load((PROFILES / f"{name}.yaml").read_text())
 
-    assert set(profile) == PROFILE_KEYS
+    assert set(profile) == PROFILE_KEYS | ({"parallel"} if name.endswith("x8") else set())
     assert profile["name"] == name
     assert profile["telemetry"] in SOURCES
     assert profile["engine"] in ("transformers", "vllm", "openai")

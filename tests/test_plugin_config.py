@@ -29,7 +29,7 @@ def test_unknown_profile_suggests_the_close_one(pytester: pytest.Pytester, gate_
     result.stderr.fnmatch_lines(
         [
             "*--hardware='ascend91b' is not a known profile. Did you mean 'ascend910b'? "
-            "Known: a800, ascend910b, cpu, h200*"
+            "Known: a800, a800x8, ascend910b, ascend910bx8, cpu, h200, h200x8*"
         ]
     )
 

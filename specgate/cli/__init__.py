@@ -4,6 +4,7 @@ specgate report     rebuild the reports from verdict.json; Allure HTML from Allu
 specgate baseline   list, show and diff stored baselines (the same comparisons as the gate)
 specgate comment    post or update the verdict note on the merge request (GitLab) or pull request (GitHub)
 specgate verdict    print the saved verdict; exit 0 on PASS, 1 on BLOCK, 2 without one (CI jobs)
+specgate merge      combine the reports of several runs (runners, hardware, pairs) into one verdict
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from specgate import __version__
-from specgate.cli import baseline, comment, report, verdict
+from specgate.cli import baseline, comment, merge, report, verdict
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_parser(subparsers)
     comment.add_parser(subparsers)
     verdict.add_parser(subparsers)
+    merge.add_parser(subparsers)
     return parser
 
 

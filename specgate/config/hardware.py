@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from specgate.config.parallel import ParallelLayout, parse_parallel
 from specgate.config.validation import check_choice, check_keys, did_you_mean, fail, mapping, read_yaml, typed
 from specgate.errors import ConfigError
 
@@ -51,6 +52,7 @@ class HardwareProfile:
     price_per_hour_usd: float = 0.0
     telemetry: str = "none"
     sla: SlaLimits = field(default_factory=SlaLimits)
+    parallel: ParallelLayout = field(default_factory=ParallelLayout)
     source: str = ""
 
 
@@ -96,6 +98,8 @@ def load_hardware_profile(name: str, hardware_dir: Path) -> HardwareProfile:
     for key, value in raw.items():
         if key == "sla":
             values[key] = sla_limits(value, source, SlaLimits())
+        elif key == "parallel":
+            values[key] = parse_parallel(value, source, key)
         elif key == "threads":
             values[key] = None if value is None else int(typed(value, int, source, key))
         elif key in ("memory_bandwidth_gb_s", "peak_tflops_bf16", "power_w", "price_per_hour_usd"):

@@ -25,6 +25,7 @@ from specgate.config.optimisation import (
     parse_ladder,
     parse_optimisation,
 )
+from specgate.config.parallel import parse_overrides
 from specgate.config.policy import GatePolicy, read_gate
 from specgate.config.validation import (
     check_choice,
@@ -85,6 +86,7 @@ class PairConfig:
     reference: str | None = None
     extra_arms: tuple[ArmSpec, ...] = ()
     ladder: tuple[LadderStepSpec, ...] = ()
+    parallel: Mapping[str, Any] = field(default_factory=dict)  # over the profile's (`specgate.config.parallel`)
 
     @property
     def arms(self) -> tuple[ArmSpec, ...]:
@@ -222,7 +224,10 @@ def _extra_arms(data: Any, pair: PairConfig, source: str) -> tuple[ArmSpec, ...]
     return tuple(arms)
 
 
-PAIR_KEYS = ("target", "speculation", "dtype", "engine", "default", "description", "sla", "reference", "arms", "ladder")
+PAIR_KEYS = (
+    *("target", "speculation", "dtype", "engine", "default", "description", "sla", "reference", "arms", "ladder"),
+    "parallel",
+)
 
 
 def _pair(name: str, data: Any, source: str) -> PairConfig:
@@ -249,6 +254,7 @@ def _pair(name: str, data: Any, source: str) -> PairConfig:
         description=str(raw.get("description", "")),
         sla={k: float(typed(v, (int, float), source, f"{where}.sla.{k}")) for k, v in sla_raw.items()},
         reference=None if reference is None else str(typed(reference, str, source, f"{where}.reference")),
+        parallel=parse_overrides(raw.get("parallel"), source, f"{where}.parallel"),
     )
     from dataclasses import replace
 

@@ -72,6 +72,7 @@ from specgate.engines.vllm_io import (
     third_party_warnings_ignored,
     weight_bytes,
 )
+from specgate.engines.vllm_parallel import llm_parallel_arguments
 from specgate.errors import MeasurementError
 from specgate.models import ResolvedModel, resolve, truncated_copy
 from specgate.plan import Arm
@@ -229,6 +230,7 @@ class VllmEngine:
         if self._max_num_seqs is not None:
             args["max_num_seqs"] = self._max_num_seqs
         args.update(optimisation_arguments(setup.arm.optimisation))
+        args.update(llm_parallel_arguments(setup.arm.parallel))
         kv_bytes = self._kv_cache_bytes
         if kv_bytes is None and self._backend == "cpu" and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
             kv_bytes = CPU_KV_CACHE_BYTES

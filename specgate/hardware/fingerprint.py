@@ -4,8 +4,11 @@ A hardware profile (`cpu`, `h200`) names a class of machines; latency depends on
 every stored baseline therefore carries a fingerprint, and latencies are compared only between runs of the same
 fingerprint. What must match (`MATCHED`): the CPU model and its vector extensions, the logical CPUs and the
 threads used, the memory size, the accelerator model, count and driver, the engine and its version, torch's
-version, and the dtype. What is recorded but need not match: the host name (two identical VMs are the same machine
-for the gate) and the kernel.
+version, and the dtype; for a model spread over devices, also the parallel layout (TP/PP/DP and the executor: a
+TP=8 and a TP=4 run are not latency-comparable) and the interconnect between the devices it used (NVLink, HCCS,
+PCIe: `specgate.hardware.topology`). What is recorded but need not match: the host name (two identical VMs are the
+same machine for the gate) and the kernel. A single-device run has no layout, and its fingerprint (and key) is what it
+was before layouts were recorded.
 
 Deterministic quantities (acceptance counts, greedy outputs, task accuracy) do not depend on the machine and are
 compared with any baseline of the profile.
@@ -24,6 +27,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from specgate.config import HardwareProfile
+from specgate.config.parallel import ParallelLayout
+from specgate.hardware.topology import probe_interconnect
 
 # vector extensions that change kernel choice (and so speed, sometimes numerics); others are noise across steppings
 VECTOR_FLAGS = (
@@ -66,11 +71,15 @@ class Fingerprint:
     dtype: str
     host: str = ""
     kernel: str = ""
+    layout: str = ""
+    interconnect: str = ""
 
     @property
     def key(self) -> str:
-        """A short hash of the fields that must match."""
+        """A short hash of the fields that must match (the layout's only for a multi-device run)."""
         matched = {name: getattr(self, name) for name in MATCHED}
+        if self.layout:
+            matched.update(layout=self.layout, interconnect=self.interconnect)
         return hashlib.sha256(json.dumps(matched, sort_keys=True).encode()).hexdigest()[:12]
 
     def describe(self) -> str:
@@ -80,16 +89,20 @@ class Fingerprint:
         )
         accelerator = "" if self.accelerator == "none" else f", {self.accelerator_count}× {self.accelerator}"
         threads = "" if self.threads is None else f", {self.threads} threads"
+        layout = (
+            "" if not self.layout else f"; {self.layout}" + (f" over {self.interconnect}" if self.interconnect else "")
+        )
         return (
             f"{self.cpu}, {self.logical_cpus} CPUs{threads} ({flags}), {self.memory_gib} GiB{accelerator}; "
-            f"{self.engine} {self.engine_version}, torch {self.torch}, {self.dtype}"
+            f"{self.engine} {self.engine_version}, torch {self.torch}, {self.dtype}{layout}"
         )
 
     def differences(self, other: Fingerprint) -> list[str]:
         """The matched fields that differ, as "cpu: X ≠ Y"."""
+        layout = ("layout", "interconnect") if self.layout or other.layout else ()
         return [
-            f"{name}: {getattr(self, name)} ≠ {getattr(other, name)}"
-            for name in MATCHED
+            f"{name}: {getattr(self, name) or 'single device'} ≠ {getattr(other, name) or 'single device'}"
+            for name in (*MATCHED, *layout)
             if getattr(self, name) != getattr(other, name)
         ]
 
@@ -97,7 +110,9 @@ class Fingerprint:
         return self.key == other.key
 
 
-MATCHED: tuple[str, ...] = tuple(f.name for f in fields(Fingerprint) if f.name not in ("host", "kernel"))
+MATCHED: tuple[str, ...] = tuple(
+    f.name for f in fields(Fingerprint) if f.name not in ("host", "kernel", "layout", "interconnect")
+)
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -189,7 +204,12 @@ def accelerator(backend: str) -> tuple[str, int, str]:
 
 
 def machine_fingerprint(
-    backend: str, threads: int | None, versions: Mapping[str, str], dtype: str, accelerator_info: tuple[str, int, str]
+    backend: str,
+    threads: int | None,
+    versions: Mapping[str, str],
+    dtype: str,
+    accelerator_info: tuple[str, int, str],
+    layout: ParallelLayout | None = None,
 ) -> Fingerprint:
     """The fingerprint of this machine for a run whose engine reported `versions` (`Engine.versions()`)."""
     machine = _machine()
@@ -213,6 +233,8 @@ def machine_fingerprint(
         dtype=dtype,
         host=machine.host,
         kernel=machine.kernel,
+        layout="" if layout is None or layout.single else f"{layout.describe()} on {layout.devices} devices",
+        interconnect="" if layout is None or layout.single else probe_interconnect(backend, layout.devices),
     )
 
 
@@ -220,12 +242,20 @@ def as_dict(fingerprint: Fingerprint) -> dict[str, object]:
     return asdict(fingerprint)
 
 
-def run_fingerprint(hardware: HardwareProfile, engine: str, versions: Mapping[str, str], dtype: str) -> Fingerprint:
-    """The fingerprint of a run on this machine. For served endpoints the latency is the servers': they are named
-    (with the versions they report) in place of a local accelerator."""
+def run_fingerprint(
+    hardware: HardwareProfile,
+    engine: str,
+    versions: Mapping[str, str],
+    dtype: str,
+    layout: ParallelLayout | None = None,
+) -> Fingerprint:
+    """The fingerprint of a run on this machine (with `layout`, the devices it spread the model over). For served
+    endpoints the latency is the servers': they are named (with the versions they report) in place of a local
+    accelerator, and their layout is theirs."""
     if engine == "openai":
         served = ", ".join(v for k, v in sorted(versions.items()) if k.startswith(("endpoint.", "server.")))
         info = (f"served: {served}", 0, "")
     else:
         info = accelerator(hardware.backend)
-    return machine_fingerprint(hardware.backend, hardware.threads, versions, dtype, info)
+    local = None if engine == "openai" else layout
+    return machine_fingerprint(hardware.backend, hardware.threads, versions, dtype, info, local)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from specgate.pytest_plugins.sessions import add_options
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("specgate", "specgate: release gate for speculative decoding")
@@ -93,3 +95,4 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="Output folder for verdict.json and reports (default: reports/ beside the project config).",
     )
+    add_options(group)

@@ -130,11 +130,13 @@ def _format_version() -> str:
 
 def benchmark_document(document: VerdictDocument) -> dict[str, Any]:
     """The whole `--benchmark-json` document of the run."""
+    runs = [p.document for p in document.parts if p.document is not None] or [document]  # merged: its parts
     benchmarks = [
         bench
-        for record in document.evaluations
+        for run in runs
+        for record in run.evaluations
         for arm in record.arms
-        if (bench := _benchmark(record, arm, document.hardware)) is not None
+        if (bench := _benchmark(record, arm, run.hardware)) is not None
     ]
     return {
         "machine_info": {**document.machine, "specgate_hardware": document.hardware},

@@ -29,7 +29,7 @@ from specgate.hardware.roofline import Roofline
 from specgate.ladder import LadderRow
 from specgate.measure.metrics import ArmSummary, Speedup
 from specgate.measure.stepcosts import SpeedupExplanation
-from specgate.reports.provenance import CommitInfo, commit_info, machine_info
+from specgate.reports.provenance import CommitInfo, commit_info, machine_info, runner_label
 from specgate.store.atomic import write_atomic
 from specgate.store.codec import from_data, to_data
 
@@ -90,8 +90,26 @@ class EvaluationRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PartRecord:
+    """One run of a merged verdict (`specgate merge`): its hardware and runner, its verdict (PASS, BLOCK, or MISSING
+    and UNREADABLE when it never reported or its verdict cannot be read, with the reason), the folder it came from,
+    and its own document."""
+
+    label: str
+    hardware: str
+    runner: str
+    verdict: str
+    reason: str = ""
+    source: str = ""
+    document: VerdictDocument | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class VerdictDocument:
-    """The whole run. `failed_checks` are the keys of the checks that failed (for scripts reading the JSON)."""
+    """The whole run. `failed_checks` are the keys of the checks that failed (for scripts reading the JSON).
+
+    `runner` names the runner it measured on; a merged verdict (`specgate merge`) has `parts`, each with its own
+    document, and its checks, errors and recommendations are theirs, labelled by part."""
 
     schema_version: int
     verdict: str
@@ -111,6 +129,8 @@ class VerdictDocument:
     notices: tuple[str, ...] = ()
     report_warnings: tuple[str, ...] = ()
     not_run: tuple[str, ...] = ()
+    runner: str = ""
+    parts: tuple[PartRecord, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -199,6 +219,7 @@ def build_document(run: Any) -> VerdictDocument:
         machine=machine_info(),
         notices=verdict.notices,
         not_run=verdict.not_run,
+        runner=runner_label(),
     )
 
 

@@ -115,12 +115,14 @@ def build_registry(document: VerdictDocument) -> CollectorRegistry:
     registry = CollectorRegistry()
     gauges = _Gauges(registry)
     hardware = document.hardware
-    for record in document.evaluations:
-        _export_evaluation(gauges, hardware, record)
-    for check in document.checks:
-        gauges.check.labels(
-            hardware=hardware, pair=check.pair, workload=check.workload, check=check.name, category=check.category
-        ).set(1.0 if check.passed else 0.0)
+    for run in [p.document for p in document.parts if p.document is not None] or [document]:  # merged: its parts
+        for record in run.evaluations:
+            _export_evaluation(gauges, run.hardware, record)
+        for check in run.checks:
+            gauges.check.labels(
+                hardware=run.hardware, pair=check.pair, workload=check.workload, check=check.name,
+                category=check.category,
+            ).set(1.0 if check.passed else 0.0)  # fmt: skip
     gauges.verdict.labels(hardware=hardware).set(1.0 if document.passed else 0.0)
     written = calendar.timegm(time.strptime(document.generated_at, "%Y-%m-%dT%H:%M:%SZ"))
     gauges.timestamp.labels(hardware=hardware).set(float(written))

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 COMMIT_VARIABLES = ("CI_COMMIT_SHA", "GITHUB_SHA", "BUILD_VCS_NUMBER")
+# the runner a part of a multi-runner gate ran on: specgate's own variable (the CI templates set it to the runner
+# tag of the matrix entry), GitLab's runner description, GitHub's runner name; else the host name
+RUNNER_VARIABLES = ("SPECGATE_RUNNER", "CI_RUNNER_DESCRIPTION", "RUNNER_NAME")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +71,9 @@ def machine_info() -> dict[str, Any]:
         "system": platform.system(),
         "cpu": {"arch": platform.machine(), "count": os.cpu_count(), "brand_raw": platform.processor()},
     }
+
+
+def runner_label() -> str:
+    """The label of the runner this run measured on (see `RUNNER_VARIABLES`); `specgate merge` names parts by it."""
+    found = (os.environ.get(name, "").strip() for name in RUNNER_VARIABLES)
+    return next((value for value in found if value), platform.node())

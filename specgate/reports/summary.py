@@ -8,6 +8,7 @@ a block.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -91,9 +92,51 @@ def _all_checks(checks: tuple[Check, ...]) -> list[str]:
     ]
 
 
+PART_ICONS = {**ICONS, "MISSING": "❓", "UNREADABLE": "❓"}
+
+
+def _parts(document: VerdictDocument, links: Sequence[tuple[str, str]], all_checks: bool) -> str:
+    """A merged verdict (`specgate merge`): the parts in a table, then each part's own summary, folded unless it
+    blocked."""
+    parts = document.parts
+    blocked = [p for p in parts if p.verdict != "PASS"]
+    rows = []
+    for p in parts:
+        d = p.document
+        counts = ("–", "–") if d is None else (f"{len(d.failed)} of {len(d.checks)}", str(len(d.errors)))
+        note = p.reason or ("" if d is None else f"commit `{d.commit.id[:12]}`")
+        rows.append(
+            (p.label, p.hardware or "?", p.runner or "?", f"{PART_ICONS.get(p.verdict, '')} {p.verdict}", *counts, note)
+        )
+    lines = [
+        f"## {ICONS.get(document.verdict, '')} specgate: **{document.verdict}** on {len(parts)} runs "
+        f"({len(parts) - len(blocked)} passed, {len(blocked)} not)",
+        "",
+        f"hardware {', '.join(f'`{h}`' for h in document.hardware.split(', ') if h)} · commit "
+        f"`{document.commit.id[:12]}` · specgate {document.specgate_version}",
+        *(["", " · ".join(f"[{title}]({url})" for title, url in links)] if links else []),
+        "",
+        "### Parts",
+        "",
+        *_table(("part", "hardware", "runner", "verdict", "checks failed", "errors", ""), rows),
+    ]
+    if document.errors:
+        lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in document.errors)])
+    for p in parts:
+        if p.document is None:
+            continue
+        body = summary_markdown(p.document, all_checks=all_checks)
+        body = re.sub(r"^### ", "#### ", re.sub(r"^## ", "", body, flags=re.M), flags=re.M)  # under the part's title
+        opened = " open" if p.verdict != "PASS" else ""
+        lines.extend(["", f"<details{opened}><summary><b>{p.label}</b>: {p.verdict}</summary>", "", body, "</details>"])
+    return "\n".join(lines) + "\n"
+
+
 def summary_markdown(document: VerdictDocument, links: Sequence[tuple[str, str]] = (), all_checks: bool = True) -> str:
     """The whole comment as Markdown; `links` (title, URL) go under the headline (the reports of a CI job), and
     `all_checks=False` leaves out the collapsed list of every check (for size-limited comments)."""
+    if document.parts:
+        return _parts(document, links, all_checks)
     verdict = document
     lines = [
         f"## {ICONS.get(verdict.verdict, '')} specgate: **{verdict.verdict}** on `{document.hardware}`",

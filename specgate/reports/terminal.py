@@ -95,8 +95,31 @@ def interference_line(record: EvaluationRecord) -> str | None:
 HEADLINE_CHARS = 220  # the first sentence of a failed check's evidence; the whole of it is in pytest's report
 
 
+def part_lines(document: VerdictDocument) -> list[str]:
+    """A merged verdict: one line per part, then the failures, errors and recommendations labelled by part."""
+    lines = [
+        f"VERDICT: {document.verdict} ({len(document.parts)} runs merged; {len(document.checks)} checks, "
+        f"{len(document.failed_checks)} failed, {len(document.errors)} errors)"
+    ]
+    for part in document.parts:
+        d = part.document
+        counts = part.reason if d is None else f"{len(d.checks)} checks, {len(d.failed)} failed, {len(d.errors)} errors"
+        lines.append(f"PART {part.label}: {part.verdict} ({counts})")
+    for part in document.parts:
+        if part.document is not None:
+            lines.extend(
+                f"FAILED {part.label}: {c.key}: {headline(c.message, HEADLINE_CHARS)}" for c in part.document.failed
+            )
+    lines.extend(f"ERROR {e}" for e in document.errors)
+    lines.extend(f"RECOMMENDATION: {r}" for r in document.recommendations)
+    lines.append(f"verdict file: {document.out_dir}/verdict.json")
+    return lines
+
+
 def verdict_lines(document: VerdictDocument) -> list[str]:
     """The terminal summary: verdict, key numbers per pair × workload, failures, errors, recommendations."""
+    if document.parts:
+        return part_lines(document)
     not_run = f"; {len(document.not_run)} applicable checks not run" if document.not_run else ""
     lines = [
         f"VERDICT: {document.verdict} (hardware {document.hardware}; {len(document.checks)} checks, "

@@ -28,10 +28,11 @@ succeeded raises `MeasurementError` with the reasons (there is nothing to measur
 vanish). The API key is read from the environment variable named by `api_key_env`, sent only as a header, and
 replaced by `***` in every message.
 
-Acceptance: `/metrics` is read before and after each run of an arm, and the differences of vLLM's spec-decode
-counters become `ArmRun.counters`; without them the counters are None and the run's note says "not exposed by this
-server". `served_runs` keeps one `ServedRun` per call of `run`: goodput, errors by reason, the server's own latency
-means, the note, the client's own timing.
+Acceptance: `/metrics` is read before and after each run of an arm (each replica's, behind a router:
+`specgate.engines.openai.replicas`), and the differences of vLLM's spec-decode counters become `ArmRun.counters`;
+without them the counters are None and the run's note says "not exposed by this server". `served_runs` keeps one
+`ServedRun` per call of `run`: goodput, errors by reason, the server's own latency means (and each replica's), the
+note, the client's own timing.
 
 One event loop sends a run by default (`workers: 1`): at well under a millisecond of CPU per streamed request it
 sustains several hundred requests per second on one core (tests/benchmarks/test_load_precision.py prints the
@@ -55,15 +56,8 @@ from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, arrival_offsets
 from specgate.engines.openai.client import Share, merge_results, run_share, split_share
 from specgate.engines.openai.load import ServedSettings, arm_endpoint, parse_settings, read_api_key
-from specgate.engines.openai.metrics import (
-    NOT_EXPOSED,
-    Goodput,
-    MetricsReading,
-    ServerView,
-    measure_goodput,
-    read_metrics,
-    server_delta,
-)
+from specgate.engines.openai.metrics import NOT_EXPOSED, Goodput, ServerView, measure_goodput
+from specgate.engines.openai.replicas import metrics_urls, replica_deltas, scrape_all
 from specgate.engines.openai.schedule import ClientTiming, summarize_dispatch
 from specgate.engines.openai.sse import ResponseStream
 from specgate.engines.openai.wire import Origin, encode_request
@@ -94,6 +88,7 @@ class ServedRun:
     server: ServerView | None
     note: str | None
     client: ClientTiming
+    replicas: Mapping[str, ServerView] = dataclasses.field(default_factory=dict)  # per /metrics URL, when several
 
 
 class _Secret:
@@ -287,15 +282,16 @@ class OpenAIEngine:
             duration_s=s.duration_s,
         )
         shares = split_share(share, s.workers) if s.workers > 1 else [share]
+        urls = metrics_urls(s, configured.variant, root)
         async with httpx.AsyncClient(**self._client_args(s)) as client:
-            before, note = await self._scrape(client, root, s)
+            before, note = await scrape_all(client, urls, self.redact)
             if len(shares) == 1:
                 results = [await run_share(share)]
             else:
                 pool = self._worker_pool(len(shares))
                 results = await asyncio.get_running_loop().run_in_executor(None, pool.run, shares)
             wall_s = max(r.end_s for r in results) - min(r.start_s for r in results)
-            after, after_note = await self._scrape(client, root, s) if before is not None else (None, None)
+            after, after_note = await scrape_all(client, urls, self.redact) if before is not None else (None, None)
         streams, dispatch = merge_results(len(prompts), results)
         for stream in streams:
             if stream.error is not None:
@@ -304,9 +300,9 @@ class OpenAIEngine:
             stream.trace(arm, repetition, error=outcome)
             for stream, outcome in zip(streams, dispatch.outcomes, strict=True)
         )
-        server = None if before is None or after is None else server_delta(before, after)
+        server, replicas = (None, {}) if before is None or after is None else replica_deltas(before, after)
         if server is not None and server.counters is None:
-            note = f"{arm}: {NOT_EXPOSED} ({root}{s.metrics_path})"
+            note = f"{arm}: {NOT_EXPOSED} ({', '.join(urls)})"
         run = ArmRun(arm, traces, wall_s, counters=None if server is None else server.counters)
         client_timing = summarize_dispatch(
             dispatch,
@@ -315,7 +311,8 @@ class OpenAIEngine:
             connections_opened=sum(r.opened for r in results),
             processes=len(results),
         )
-        return run, self._record(run, repetition, root, server, note or after_note, streams, s, client_timing)
+        record = self._record(run, repetition, root, server, note or after_note, streams, s, client_timing)
+        return run, dataclasses.replace(record, replicas=replicas)
 
     def _worker_pool(self, count: int) -> Workers:
         """The load worker processes, started once (outside any measured window) and reused."""
@@ -356,23 +353,6 @@ class OpenAIEngine:
             note=note,
             client=client,
         )
-
-    async def _scrape(self, client: Any, root: str, s: ServedSettings) -> tuple[MetricsReading | None, str | None]:
-        """One reading of the server's /metrics, or None with the reason in a note."""
-        path = s.metrics_path
-        if path is None:
-            return None, "metrics_path is null: acceptance counters not read"
-        httpx = _import_httpx()
-        try:
-            response = await client.get(f"{root}{path}")
-        except httpx.HTTPError as exc:
-            return None, self.redact(f"{root}{path}: {NOT_EXPOSED} ({type(exc).__name__}: {exc})")
-        if response.status_code != 200:
-            return None, f"{root}{path}: {NOT_EXPOSED} (HTTP {response.status_code})"
-        try:
-            return read_metrics(response.text), None
-        except (ValueError, ImportError) as exc:
-            return None, f"{root}{path}: {NOT_EXPOSED} (unreadable: {type(exc).__name__}: {exc})"
 
     def _headers(self) -> dict[str, str]:
         headers = {"User-Agent": "specgate", "Accept": "text/event-stream", "Content-Type": "application/json"}

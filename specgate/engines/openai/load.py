@@ -18,6 +18,8 @@ Settings (`speculation.options` of a pair run with the openai engine; only `endp
     duration_s:         600           # a run's time bound: requests unsent or unfinished by then fail
     max_requests:       1000          # a run's count bound: a run of more prompts is refused
     metrics_path:       /metrics      # Prometheus text endpoint for acceptance counters; null: do not scrape
+    metrics_urls:       {}            # arm → the /metrics URLs of the replicas behind its endpoint (a router), read
+                        # apart and summed (specgate.engines.openai.replicas); default: <endpoint><metrics_path>
     token_ids:          true          # ask for token ids per chunk (vLLM's `return_token_ids`)
     continuous_usage:   true          # ask for usage in every chunk (vLLM's `continuous_usage_stats`)
     extra_body:         {}            # merged last into every request body
@@ -59,6 +61,7 @@ OPTION_KEYS = (
     "duration_s",
     "max_requests",
     "metrics_path",
+    "metrics_urls",
     "token_ids",
     "continuous_usage",
     "extra_body",
@@ -83,6 +86,7 @@ class ServedSettings:
     duration_s: float = 600.0
     max_requests: int = 1000
     metrics_path: str | None = "/metrics"
+    metrics_urls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     token_ids: bool = True
     continuous_usage: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
@@ -144,8 +148,8 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _endpoint(options: _Options, arm: str, url: Any, allowed: Sequence[str]) -> str:
-    key = f"endpoints.{arm}"
+def _endpoint(options: _Options, arm: str, url: Any, allowed: Sequence[str], key: str | None = None) -> str:
+    key = key or f"endpoints.{arm}"
     if not isinstance(url, str):
         raise options.fail(key, f"expected a URL such as 'http://127.0.0.1:8000', got {url!r}")
     try:
@@ -183,6 +187,25 @@ def _endpoints(options: _Options) -> dict[str, str]:
     if not isinstance(allowed, list) or not all(isinstance(h, str) and h for h in allowed):
         raise options.fail("allowed_hosts", f"expected a list of host names, got {allowed!r}")
     return {str(arm): _endpoint(options, str(arm), url, allowed) for arm, url in raw.items()}
+
+
+def _metrics_urls(options: _Options) -> dict[str, tuple[str, ...]]:
+    raw = options.mapping("metrics_urls")
+    allowed = options.raw.get("allowed_hosts", [])
+    found = {}
+    for arm, urls in raw.items():
+        listed = [urls] if isinstance(urls, str) else urls
+        if not isinstance(listed, list) or not listed:
+            raise options.fail(f"metrics_urls.{arm}", f"expected a list of /metrics URLs, got {urls!r}")
+        checked = []
+        for url in listed:
+            key = f"metrics_urls.{arm}"
+            root = _endpoint(options, str(arm), url, allowed if isinstance(allowed, list) else [], key)
+            if not urlsplit(root).path.strip("/"):
+                raise options.fail(key, f"{url!r}: give the whole URL, e.g. 'http://10.0.0.11:8000/metrics'")
+            checked.append(root)
+        found[str(arm)] = tuple(checked)
+    return found
 
 
 def _goodput_slo(options: _Options, sla: SlaLimits) -> GoodputSlo:
@@ -246,6 +269,7 @@ def parse_settings(pair: str, raw: Mapping[str, Any], target: str, sla: SlaLimit
         duration_s=options.number("duration_s", 600.0),
         max_requests=options.number("max_requests", 1000, integer=True),
         metrics_path=metrics_path,
+        metrics_urls=_metrics_urls(options),
         token_ids=options.flag("token_ids", True),
         continuous_usage=options.flag("continuous_usage", True),
         extra_body=dict(options.mapping("extra_body")),
