@@ -80,6 +80,7 @@ def _build_run(config: pytest.Config) -> GateRun | None:
             inject_slowdown=float(config.getoption("inject_slowdown")),
             accept=tuple(a.strip() for v in config.getoption("accept") or () for a in v.split(",") if a.strip()),
             accept_reason=str(config.getoption("accept_reason")),
+            record_missing=_path(config, "record_missing_baselines"),
         )
     )
 

@@ -47,7 +47,7 @@ from specgate.measure.workloads import load_workload
 from specgate.plan import Arm, MeasurementPlan, build_plan, engine_arms
 from specgate.reports.document import VerdictDocument
 from specgate.stats.distribution import DistributionTest
-from specgate.store.baselines import Baseline, BaselineStore, append_run, write_run
+from specgate.store.baselines import Baseline, BaselineStore, append_run, baseline_path, write_run
 from specgate.store.records import RunRecord, record_run
 
 EngineFactory = Callable[[str, Path], Engine]
@@ -75,6 +75,7 @@ class GateOptions:
     inject_slowdown: float = 0.0
     accept: tuple[str, ...] = ()
     accept_reason: str = ""
+    record_missing: Path | None = None
 
 
 @dataclass
@@ -94,6 +95,7 @@ class GateRun:
     inject_slowdown: float = 0.0
     accept: tuple[str, ...] = ()
     accept_reason: str = ""
+    record_missing: Path | None = None
     checks: list[Check] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     gate_items: int = 0
@@ -135,6 +137,7 @@ class GateRun:
             inject_slowdown=options.inject_slowdown,
             accept=tuple(options.accept),
             accept_reason=options.accept_reason,
+            record_missing=options.record_missing,
         )
         from specgate.validation import validate_run
 
@@ -323,14 +326,18 @@ class GateRun:
                     acceptance_steps(plan, workload, len(measurement.prompts)),
                     pool_hint(plan, workload),
                 )
-        judged = judge(subjects, self.policy, self.family(), update=self.update_baselines, hardware=self.hardware.name)
+        missing = None if self.record_missing is None else self.store.relative(self.record_missing)
+        judged = judge(
+            subjects, self.policy, self.family(), update=self.update_baselines, hardware=self.hardware.name,
+            record_missing=missing,
+        )  # fmt: skip
         return accept_overrides(judged, self.accept, self.accept_reason) if self.update_baselines else judged
 
     def write_baselines(self) -> list[Path]:
         """Append this run to the baseline history of every pair × workload (only with --update-baselines, and only
         from a run that passed: a blocked run's numbers are never recorded as the reference)."""
         if not self.update_baselines:
-            return []
+            return self._record_missing()
         verdict = self.verdict()
         if not verdict.passed:
             why = "it ran a subset of the applicable checks" if verdict.verdict == "PARTIAL" else "the run blocked"
@@ -349,6 +356,20 @@ class GateRun:
                 self.errors.append(f"{self.store.relative(path)}: baseline not updated: {exc}")
                 continue
             self.written_baselines.append(path)
+        return self.written_baselines
+
+    def _record_missing(self) -> list[Path]:
+        """With --record-missing-baselines=DIR, from a run that passed: the pair × workloads without a baseline are
+        written under DIR (never over a file that exists), for the merge request's artifacts."""
+        if self.record_missing is None or not self.verdict().passed:
+            return []
+        for evaluation in self.evaluations():
+            if self.store.load(*evaluation.where) is not None:
+                continue
+            path = baseline_path(self.record_missing, self.hardware.name, *evaluation.where)
+            if not path.exists():
+                append_run(path, self.record(evaluation), self.policy.history_runs)
+                self.written_baselines.append(path)
         return self.written_baselines
 
     def write_runs(self) -> list[Path]:

@@ -36,6 +36,7 @@ class GateRun(Protocol):
     update_baselines: bool
     accept: tuple[str, ...]
     accept_reason: str
+    record_missing: Path | None
 
     @property
     def policy(self) -> GatePolicy: ...
@@ -93,6 +94,8 @@ def _options(run: GateRun) -> list[str]:
             "the baseline"
         )
     problems += _accept(run)
+    if run.record_missing is not None and run.update_baselines:
+        problems.append("--record-missing-baselines and --update-baselines: choose one (an update run records all)")
     if run.engine_override is not None:
         from specgate.engines.registry import engine_spec
 

@@ -43,3 +43,10 @@ def test_outputs_match_baseline(gate_check: GateCheck) -> None:
 @pytest.mark.specgate_check("task_accuracy_not_lower")
 def test_task_accuracy_not_lower(gate_check: GateCheck) -> None:
     gate_check()
+
+
+@pytest.mark.specgate_check("released_runtime")
+def test_released_runtime_unchanged_or_not_slower(gate_check: GateCheck) -> None:
+    """Reference mode cannot see a runtime change that slows both arms alike: the released arm's runtime (engine,
+    torch, driver, model files) against the baseline's, and against this machine's history when it changed."""
+    gate_check()

@@ -132,3 +132,105 @@ def test_an_engine_that_drops_the_slow_requests_blocks(
     result.stdout.fnmatch_lines(
         ["*arm spec: 8 of 16 requests failed (8× the engine returned 0 traces for the 1 requests sent*"]
     )
+
+
+REFERENCE_CONFIG = """
+pairs:
+  fake-pair:
+    target: model
+    speculation: {method: prompt_lookup, num_tokens: 4}
+    default: true
+    reference: released
+  released:
+    target: model
+    speculation: {method: prompt_lookup, num_tokens: 4}
+workloads:
+  docs:
+    path: workloads/docs.jsonl
+    max_new_tokens: 32
+    default: true
+gate:
+  repetitions: 2
+  warmup: 1
+  min_samples: 4
+"""
+
+RUNTIME_CONFTEST = """
+import os
+import pytest
+from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.plugin import RUN_KEY
+
+SLOWER = float(os.environ.get("SLOWER", "1.0"))  # every arm, candidate and reference alike
+TORCH = os.environ.get("TORCH", "2.13.0")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    run = config.stash.get(RUN_KEY, None)
+    seed = int(os.environ.get("FAKE_SEED", "0"))
+    behaviour = FakeBehaviour(noise_cv=0.01, ttft_ms=300.0 * SLOWER, tpot_ms=20.0 * SLOWER)
+    if run is not None:
+        run.engine_factory = lambda name, base: FakeEngine(behaviour, seed=seed, versions={"torch": TORCH})
+"""
+
+
+def _environment_check(root: Path) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in _verdict(root)["checks"] if c["name"] == "regression:environment")
+    return found
+
+
+def test_a_runtime_change_that_slows_both_arms_alike_is_seen(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every arm 30 % slower after a torch bump: beside the reference nothing changed (before: PASS); the released
+    arm's runtime differs from the baseline's, so it is compared with this machine's history — none yet: BLOCK with
+    how to record it; with three stored runs: REGRESSED."""
+    root = gate_project(config=REFERENCE_CONFIG)
+    pytester.makeconftest(RUNTIME_CONFTEST)
+    monkeypatch.setenv("FAKE_SEED", "0")
+    assert pytester.runpytest("suites", "--update-baselines").ret == pytest.ExitCode.OK
+    same = pytester.runpytest("suites")
+    assert same.ret == pytest.ExitCode.OK, same.stdout.str()
+    assert _environment_check(root)["message"].startswith("PASS: the released configuration (ref-spec) runs in")
+    monkeypatch.setenv("SLOWER", "1.3")
+    monkeypatch.setenv("TORCH", "2.14.0")
+    slower = pytester.runpytest("suites")
+    assert slower.ret == pytest.ExitCode.TESTS_FAILED
+    beside = [c for c in _verdict(root)["checks"] if c["name"].startswith("reference:")]
+    assert beside and all(c["passed"] for c in beside)  # reference mode alone cannot see it
+    check = _environment_check(root)
+    assert not check["passed"] and "torch: 2.13.0 → 2.14.0" in check["message"]
+    assert "this machine has 1 of the 3 stored runs" in check["message"]
+    monkeypatch.setenv("SLOWER", "1.0")
+    monkeypatch.setenv("TORCH", "2.13.0")
+    for seed in (1, 2):
+        monkeypatch.setenv("FAKE_SEED", str(seed))
+        assert pytester.runpytest("suites", "--update-baselines").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("SLOWER", "1.3")
+    monkeypatch.setenv("TORCH", "2.14.0")
+    monkeypatch.setenv("FAKE_SEED", "3")
+    assert pytester.runpytest("suites").ret == pytest.ExitCode.TESTS_FAILED
+    check = _environment_check(root)
+    assert check["details"]["outcome"] == "BLOCK" and check["message"].startswith("REGRESSED: the runtime changed")
+
+
+def test_a_merge_request_that_adds_a_pair_records_its_missing_baseline_as_an_artifact(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    """No baseline for a new pair: before, every such merge request blocked; with --record-missing-baselines the run
+    passes and writes the baseline beside the reports, never over an existing file, never into baselines/."""
+    root = gate_project()
+    _relaxed(root)
+    result = pytester.runpytest("suites", "--record-missing-baselines=reports/new-baselines")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    written = root / "reports" / "new-baselines" / "cpu" / "fake-pair" / "docs.json"
+    assert json.loads(written.read_text())["pair"] == "fake-pair"
+    assert not (root / "baselines" / "cpu" / "fake-pair").exists()
+    message = next(c for c in _verdict(root)["checks"] if c["name"] == "regression:output_drift")["message"]
+    assert "no baseline yet (a new pair or workload)" in message and "reports/new-baselines/cpu/fake-pair" in message
+    before = written.read_bytes()
+    assert pytester.runpytest("suites", "--record-missing-baselines=reports/new-baselines").ret == pytest.ExitCode.OK
+    assert written.read_bytes() == before  # never over an existing file
+    without = pytester.runpytest("suites")
+    assert without.ret == pytest.ExitCode.TESTS_FAILED  # without the option a missing baseline still blocks

@@ -214,6 +214,14 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
+        "released_runtime",
+        "regression",
+        "workload",
+        lambda c, t: c.regression_check(t.pair, t.workload, "regression:environment"),
+        speed=True,
+        reference_only=True,
+    ),
+    CheckSpec(
         "ladder_step_vs_baseline",
         "regression",
         "step",

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
 from specgate.checks.beside import _resamples, beside, samples_for
+from specgate.checks.environment import ENVIRONMENT, environment_check
 from specgate.checks.ladder_baseline import ladder_vs_baseline
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import (
@@ -45,6 +46,7 @@ from specgate.comparison import (
 )
 from specgate.config import GatePolicy
 from specgate.measure.samples import ArmSamples
+from specgate.plan import MeasurementPlan
 from specgate.stats.decision import Decision, t_quantile
 from specgate.store.baselines import Baseline
 from specgate.store.records import RunRecord
@@ -260,12 +262,16 @@ def _history_grows(subject: Subject, key: str, stored: int, policy: GatePolicy) 
     return Check(f"regression:{key}", plan.pair, plan.workload, REGRESSION, True, message, arm=arm)
 
 
+def _environment(plan: MeasurementPlan) -> list[str]:
+    return [ENVIRONMENT] if plan.reference is not None else []
+
+
 def broken_baseline(subject: Subject, error: Exception) -> Results:
     """The `regression:*` checks of a pair × workload whose baseline file cannot be used: each blocks with the file's
     problem (the checks beside the reference are unaffected)."""
     plan = subject.plan
     results: Results = {}
-    for key in [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY]:
+    for key in [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY, *_environment(plan)]:
         arm, _ = split_key(key, plan.released)
         results[f"regression:{key}"] = Check(
             f"regression:{key}",
@@ -280,16 +286,21 @@ def broken_baseline(subject: Subject, error: Exception) -> Results:
     return results
 
 
-def no_baseline(subject: Subject, update: bool, hardware: str) -> Results:
-    """The `regression:*` checks of a pair × workload without a stored baseline."""
+def no_baseline(subject: Subject, update: bool, hardware: str, record_missing: str | None = None) -> Results:
+    """The `regression:*` checks of a pair × workload without a stored baseline: they block, unless this run records
+    one (`--update-baselines`, or `--record-missing-baselines` for a merge request that adds the pair or workload)."""
     plan = subject.plan
-    keys = [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY]
+    keys = [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY, *_environment(plan)]
     results: Results = {}
     for key in keys:
         arm, _ = split_key(key, plan.released)
-        if update:
+        if update or record_missing:
+            where = f"{record_missing}/{hardware}/{plan.pair}/{plan.workload}.json" if record_missing else None
             message = (
                 f"update run: no comparison; the baseline is written to {subject.source} at the end of the session"
+                if update
+                else f"no baseline yet (a new pair or workload): this run, if it passes, is recorded to {where}; "
+                f"commit it as {subject.source} to gate later runs against it"
             )
             results[f"regression:{key}"] = Check(
                 f"regression:{key}", plan.pair, plan.workload, REGRESSION, True, message, arm=arm
@@ -319,6 +330,7 @@ def judge(
     *,
     update: bool,
     hardware: str,
+    record_missing: str | None = None,
 ) -> dict[tuple[str, str, str], Check | Exception]:
     """Every regression check of the run, by (pair, workload, check name)."""
     outcomes: dict[tuple[str, str, str], Check | Exception] = {}
@@ -333,11 +345,14 @@ def judge(
             budget = f"; {subject.rounds} of at most {policy.max_repetitions} rounds run (gate.max_repetitions)"
             results.update(beside(subject, policy, levels, budget))
         if subject.baseline is None:
-            results.update(no_baseline(subject, update, hardware))
+            results.update(no_baseline(subject, update, hardware, record_missing))
         elif isinstance(subject.baseline, Exception):
             results.update(broken_baseline(subject, subject.baseline))
         else:
             results.update(against_baseline(subject, policy, levels, update=update))
+            if reference:
+                once = Levels(policy.alpha, 1, family)
+                results[f"regression:{ENVIRONMENT}"] = environment_check(subject, policy, once)
         results.update(ladder_vs_baseline(subject, update=update, hardware=hardware))
         outcomes.update({(*where, name): result for name, result in results.items()})
     return outcomes

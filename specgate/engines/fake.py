@@ -87,6 +87,7 @@ class FakeEngine:
         per_arm: Mapping[str, FakeBehaviour] | None = None,
         batched: bool = False,
         shared_instances: Sequence[Sequence[str]] = (),
+        versions: Mapping[str, str] | None = None,
     ) -> None:
         self.behaviour = behaviour or FakeBehaviour()
         self.content_seed = content_seed
@@ -99,6 +100,7 @@ class FakeEngine:
         self._shared = {arm: group[0] for group in shared_instances for arm in group}
         self._starts: dict[str, int] = {}
         self.starts: list[str] = []
+        self._versions = dict(versions or {})
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
         self._arms = {arm.name: arm for arm in arms}
@@ -243,7 +245,8 @@ class FakeEngine:
         return [(float(np.log(value)) * n, n) for n in (min(len(t.split()), max_tokens) for t in texts)]
 
     def versions(self) -> Mapping[str, str]:
-        return {"engine": "fake (tests only)"}
+        """The engine's name, and the runtime versions a test gives it (another torch, say)."""
+        return {"engine": "fake (tests only)", **self._versions}
 
     def models(self, arm: str) -> Mapping[str, Any]:
         return {}

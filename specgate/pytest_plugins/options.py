@@ -90,6 +90,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Why the accepted change is intended; kept in the baseline's history with who and when.",
     )
     group.addoption(
+        "--record-missing-baselines",
+        default=None,
+        metavar="DIR",
+        help="For a merge request that adds a pair or workload: its missing baselines do not block, and a run that "
+        "passes writes them under DIR (never over an existing file), to commit from the job's artifacts.",
+    )
+    group.addoption(
         "--specgate-out",
         default=None,
         metavar="DIR",
