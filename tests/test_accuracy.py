@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import needs_module
+from conftest import needs, needs_module
 from specgate.accuracy import (
     TaskAccuracy,
     compare_accuracy,
@@ -29,16 +29,14 @@ WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
 def shared_lines(name: str, count: int) -> list[dict[str, Any]]:
     """The first `count` records of a shared workload file."""
     path = WORKLOADS / name
-    if not path.is_file():
-        pytest.skip(f"shared workload {path} is absent (these tests read real reference data from ../shared)")
+    needs(path.is_file(), f"shared workload {path}", "these tests read real reference data beside the checkout")
     with path.open(encoding="utf-8") as lines:
         return [json.loads(next(lines)) for _ in range(count)]
 
 
 def specbench(category: str) -> dict[str, Any]:
     path = WORKLOADS / "short_specbench.jsonl"
-    if not path.is_file():
-        pytest.skip(f"shared workload {path} is absent (these tests read real reference data from ../shared)")
+    needs(path.is_file(), f"shared workload {path}", "these tests read real reference data beside the checkout")
     with path.open(encoding="utf-8") as lines:
         return next(r for r in map(json.loads, lines) if r["category"] == category and "reference" in r)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs
 from specgate.checks.content import (
     ContentChecker,
     RegexChecker,
@@ -50,8 +51,7 @@ def test_regex_checker_returns_what_matched() -> None:
 
 def test_a_real_prompt_is_flagged() -> None:
     path = WORKLOADS / "short_specbench.jsonl"
-    if not path.is_file():
-        pytest.skip(f"shared workload {path} is absent (this test reads a real prompt from ../shared)")
+    needs(path.is_file(), f"shared workload {path}", "this test reads a real prompt beside the checkout")
     with path.open(encoding="utf-8") as lines:
         first = json.loads(next(lines))["turns"][0]
     assert WordListChecker(("hawaii",)).flags(first) == ["hawaii"]

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from conftest import needs_module
+
 REPO = Path(__file__).resolve().parent.parent
 BASELINE = Path("baselines/cpu/fake-pair/docs.json")
 PARTIAL = Path("reports/partial/cpu/fake-pair/docs.json")
@@ -294,7 +296,7 @@ SERVED_BASELINE = Path("baselines/cpu/served/docs.json")
 
 @pytest.fixture
 def served_project(pytester: pytest.Pytester) -> Callable[[str, str], Path]:
-    pytest.importorskip("httpx")
+    needs_module("httpx", "pip install 'specgate[openai]'")
 
     def make(ar: str, spec: str) -> Path:
         root = pytester.path

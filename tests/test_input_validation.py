@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import subset_passed
+from conftest import needs_module, subset_passed
 
 RECORDING_CONFTEST = """
 from pathlib import Path
@@ -307,7 +307,7 @@ BAD_ENDPOINTS = {
 def test_a_bad_endpoint_is_a_usage_error_before_any_request(
     pytester: pytest.Pytester, watched_project: Callable[..., Path], case: str
 ) -> None:
-    pytest.importorskip("httpx")
+    needs_module("httpx", "pip install 'specgate[openai]'")
     endpoints, extra, expected = BAD_ENDPOINTS[case]
     root = watched_project(config=SERVED_CONFIG.format(endpoints=endpoints, extra=extra))
     result = pytester.runpytest("suites")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import evaluation_of, subset_passed
+from conftest import evaluation_of, needs_module, subset_passed
 from specgate.accuracy import TaskAccuracy
 from specgate.checks import NO_BASELINE, UNUSABLE_BASELINE, Check
 from specgate.cli import main
@@ -166,7 +166,7 @@ def test_the_ladder_rolls_back_a_step_that_loses_accuracy_and_passes_one_that_do
 def test_the_ladder_is_in_the_allure_results_with_its_pareto_plot(
     pytester: pytest.Pytester, ladder_project: Path
 ) -> None:
-    pytest.importorskip("allure")
+    needs_module("allure", "pip install 'specgate[reports]'")
     pytester.runpytest("suites/test_ladder.py", "--alluredir=allure")
     names = {
         a["name"]
@@ -254,7 +254,7 @@ def test_stacked_arms_are_parsed_and_timed_against_their_own_plain_arm(tmp_path:
 
 
 def test_accuracy_drop_is_paired_with_mcnemar_and_a_bootstrap_interval() -> None:
-    scipy_stats = pytest.importorskip("scipy.stats")
+    scipy_stats = needs_module("scipy.stats", "pip install scipy")
     full = TaskAccuracy("numeric", 50, 40, 0.8, {f"p{i}": float(i < 40) for i in range(50)})
     step = TaskAccuracy("numeric", 50, 33, 0.66, {f"p{i}": float(i < 31 or 45 <= i < 47) for i in range(50)})
     drop, ci, p, broken, fixed = accuracy_drop(full, step, seed=1)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import needs
 from specgate.checks.long_context import ContextPoint, context_points
 from specgate.checks.long_context import context_coverage as check_context_coverage
 from specgate.checks.long_context import ttft_growth as check_ttft_growth
@@ -148,11 +149,11 @@ CORPORA = [
 ]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"the shared corpora are not on this machine ({SHARED})")
 @pytest.mark.parametrize(("corpus", "task", "language"), CORPORA)
 def test_shared_corpora_are_truncated_to_the_window_and_recorded(
     tmp_path: Path, corpus: str, task: str, language: str
 ) -> None:
+    needs(SHARED.is_dir(), f"the shared corpora ({SHARED})", "they lie beside the checkout in CI")
     prompts = build_long_workload(
         SHARED / corpus, task, language, [4096, 32768], tmp_path / "w.jsonl", max_new_tokens=256, context_window=8192
     )

@@ -219,7 +219,11 @@ def test_spec_server_gate_run_has_percentiles_acceptance_and_a_verdict(served: S
     assert len(acceptance.per_position) == 4
     assert any(n > 1 for t in spec.evaluation.measurement.runs["spec"][0].traces for n in t.chunk_tokens)
     assert {c.name for c in spec.checks} == {"samples", "p99_ttft", "decode_rate", "acceptance_rate"}
-    assert spec.verdict.verdict == ("PASS" if all(c.passed for c in spec.checks) else "BLOCK")
+    # the served path fails closed on nothing: every request answered and counted; what may fail on a busy CPU is
+    # only an SLA this machine's load decides (never the samples check), and a failed check is named in the verdict
+    assert next(c for c in spec.checks if c.name == "samples").passed
+    assert {c.name for c in spec.verdict.failed} <= {"p99_ttft", "decode_rate", "acceptance_rate"}
+    assert spec.verdict.verdict in ("PASS", "BLOCK") and not spec.verdict.errors
     records = [r for r in spec.engine.served_runs if r.repetition >= 0]
     assert [r.concurrency for r in records] == [4, 4] and all(r.token_count_source == "token_ids" for r in records)
     assert all(r.goodput.n_requests == 4 and r.goodput.goodput_per_s <= r.goodput.requests_per_s for r in records)
@@ -286,7 +290,8 @@ def test_both_arms_judged_together(served: Served) -> None:
     verdict = decide("cpu", checks, [], sla.recommendations(evaluation, "cpu", limits))
     speedup = evaluation.speedups["spec"]
     assert speedup is not None and speedup.value > 0
-    assert verdict.verdict == ("PASS" if all(c.passed for c in checks) else "BLOCK")
+    assert checks[0].passed and identity.passed, [c.message for c in checks]  # every request served, lossless
+    assert {c.name for c in verdict.failed} <= {"p99_ttft", "decode_rate", "speedup", "acceptance_rate"}
     print(f"\ntwo-arm verdict: {verdict.verdict}")
     for check in checks:
         print(f"  {'PASS' if check.passed else 'FAIL'} {check.name}: {check.message}")
