@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -114,15 +115,31 @@ def test_arm_summary_counts_failures_and_system_throughput() -> None:
     assert summary.system_tokens_per_s == pytest.approx(2.0)
 
 
+def _unit(arm: str, prompt: str, repetition: int, wall: float) -> ArmRun:
+    one = dataclasses.replace(trace((10.5,), (1,), prompt=prompt), arm=arm, repetition=repetition)
+    return ArmRun(arm, (one,), wall_s=wall)
+
+
 def test_speedup_is_ratio_of_paired_wall_times_with_ci() -> None:
-    ar = [ArmRun("ar", (), wall_s=w) for w in (4.0, 4.2, 3.8, 4.0)]
-    spec = [ArmRun("spec", (), wall_s=w) for w in (2.0, 2.1, 1.9, 2.0)]
+    keys = [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    ar = [_unit("ar", p, r, w) for (p, r), w in zip(keys, (4.0, 4.2, 3.8, 4.0), strict=True)]
+    spec = [_unit("spec", p, r, w) for (p, r), w in zip(keys, (2.0, 2.1, 1.9, 2.0), strict=True)]
     s = measure_speedup(ar, spec, gamma=3, cost_ratio=0.0, acceptance_rate=0.5)
     assert s is not None
     assert s.value == pytest.approx(2.0)
     assert s.ci == pytest.approx((2.0, 2.0))
     assert s.predicted == pytest.approx((1 - 0.5**4) / 0.5)
-    assert measure_speedup(ar, spec[:2]) is None
+    assert measure_speedup(ar, [_unit("spec", "c", 0, 1.0)]) is None
+
+
+def test_speedup_pairs_the_rounds_both_arms_ran() -> None:
+    # The plain arm ran rounds 0-1; the speculative arm went on to rounds 2-5 beside its reference, and its unit
+    # ("a", 1) was measured twice (re-measured after interference: the last attempt counts).
+    ar = [_unit("ar", p, r, 4.0) for r in range(2) for p in ("a", "b")]
+    spec = [_unit("spec", p, r, 2.0) for r in range(6) for p in ("a", "b")]
+    spec.insert(2, _unit("spec", "a", 1, 8.0))  # the first attempt, superseded
+    s = measure_speedup(ar, spec)
+    assert s is not None and s.n_units == 4 and s.value == pytest.approx(2.0)
 
 
 def test_predicted_speedup_matches_leviathan() -> None:

@@ -238,6 +238,11 @@ def predicted_speedup(acceptance_rate: float, gamma: int, cost_ratio: float) -> 
     return expected_tokens / (gamma * cost_ratio + 1)
 
 
+def _run_key(run: ArmRun) -> tuple[tuple[str, int], ...]:
+    """The requests a run served, as (prompt, repetition) pairs in order."""
+    return tuple((t.prompt_id, t.repetition) for t in run.traces)
+
+
 def measure_speedup(
     reference: Sequence[ArmRun],
     candidate: Sequence[ArmRun],
@@ -247,11 +252,17 @@ def measure_speedup(
     acceptance_rate: float | None = None,
     seed: int = 0,
 ) -> Speedup | None:
-    """S = Σ wall(reference) / Σ wall(candidate) over paired runs (same prompts, same order of execution)."""
-    if not reference or len(reference) != len(candidate):
+    """S = Σ wall(reference) / Σ wall(candidate) over paired runs: the runs of the two arms that served the same
+    requests (prompts and repetitions), wherever they stand in the measurement order. Rounds that only one arm ran
+    (a comparison beside the reference that needed more rounds than the plain arm) are left out; None when no run
+    pairs."""
+    by_key = {_run_key(r): r for r in reference}  # a unit measured again after interference: its last attempt
+    last = {_run_key(c): c for c in candidate}
+    pairs_of = [(by_key[k], c) for k, c in last.items() if k in by_key]
+    if not pairs_of:
         return None
-    ref = np.asarray([r.wall_s for r in reference])
-    cand = np.asarray([r.wall_s for r in candidate])
+    ref = np.asarray([r.wall_s for r, _ in pairs_of])
+    cand = np.asarray([c.wall_s for _, c in pairs_of])
     if cand.sum() <= 0:
         return None
     pairs = np.stack([ref, cand], axis=1)
@@ -265,8 +276,8 @@ def measure_speedup(
     if gamma is not None and cost_ratio is not None and acceptance_rate is not None:
         predicted = predicted_speedup(acceptance_rate, gamma, cost_ratio)
     return Speedup(
-        reference=reference[0].arm,
-        arm=candidate[0].arm,
+        reference=pairs_of[0][0].arm,
+        arm=pairs_of[0][1].arm,
         value=float(ref.sum() / cand.sum()),
         ci=ci,
         n_units=len(pairs),
