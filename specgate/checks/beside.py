@@ -124,10 +124,16 @@ def beside_latency(
 
 
 def _busy_text(arms: list[ArmSamples | None]) -> str:
-    """How busy the machine was, when it was busy enough to explain an UNKNOWN (else nothing)."""
+    """How busy the machine was, for an UNKNOWN: interference the guest measured, or that it measured none (then the
+    spread comes from below it — other guests on a shared host, frequency changes — or from the configuration)."""
     found = busy(arms)
-    if not found.busy:
+    if found.wait_share is None and found.pressure_share is None:
         return ""
+    if not found.busy:
+        return (
+            f"{found.describe()}, so this spread comes from the configuration or from below the machine (other "
+            "guests on a shared host, clock changes): a runner reserved for the gate decides in fewer rounds"
+        )
     return f"{found.describe()}: rerun on a quieter runner (or one reserved for the gate)"
 
 
