@@ -257,4 +257,5 @@ def test_fake_acceptance_rates_are_as_stated(p: float) -> None:
 
 def test_levels_split_alpha_over_looks_and_the_family() -> None:
     levels = Levels(0.01, looks_of(POLICY, True), 36)
-    assert levels.looks == 3 and math.isclose(levels.alpha_pass, 0.01 / 3) and math.isclose(levels.alpha_block, 0.01 / 108)
+    assert levels.looks == 3
+    assert math.isclose(levels.alpha_pass, 0.01 / 3) and math.isclose(levels.alpha_block, 0.01 / 108)
