@@ -1,7 +1,7 @@
 """The gate's own error rates, by simulation: seeded FakeEngine trials of the reference-mode gate (the same planner,
 protocol and checks the real gate runs), under the noise a busy shared runner makes.
 
-    python scripts/gate_error_rates.py [--trials 1000] [--scenario aa-cpu …]
+    python scripts/gate_error_rates.py [--trials 1000] [--scenario aa-cpu …] [--request-cv 0.06] [--max-rounds 6]
 
 Noise (every scenario): 10 % per-request timing noise (Student t with 5 degrees of freedom: heavy tails), a tenth
 of the requests stretched 3× in wall time by interference (the engine waited for a CPU), a slow ±5 % drift of the
@@ -103,12 +103,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    parser.add_argument("--request-cv", type=float, help="per-request timing noise instead of 0.10")
+    parser.add_argument("--max-rounds", type=int, help="the round budget (gate.max_repetitions) instead of 40 (80)")
     args = parser.parse_args()
     for name in args.scenario or list(SCENARIOS):
         started = time.perf_counter()
         blocked = regressed = rounds = 0
+        scenario = SCENARIOS[name]
+        if args.request_cv is not None:
+            behaviour = dataclasses.replace(scenario.behaviour, request_cv=args.request_cv)
+            scenario = dataclasses.replace(scenario, behaviour=behaviour)
+        if args.max_rounds is not None:
+            scenario = dataclasses.replace(scenario, max_rounds=args.max_rounds)
         for seed in range(args.trials):
-            outcomes, used = trial(SCENARIOS[name], seed)
+            outcomes, used = trial(scenario, seed)
             blocked += any(o != "PASS" for o in outcomes)
             regressed += "BLOCK" in outcomes
             rounds += used
