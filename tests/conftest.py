@@ -65,17 +65,13 @@ FAKE_CONFTEST = """
 import os
 import pytest
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.plugin import RUN_KEY
 
 BEHAVIOUR = FakeBehaviour({behaviour})
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
+def pytest_specgate_run(config, run):
     seed = int(os.environ.get("FAKE_SEED", {seed}))  # another run of the same build: other timing noise
-    if run is not None:
-        run.engine_factory = lambda name, base: FakeEngine(BEHAVIOUR, seed=seed)
+    run.engine_factory = lambda name, base: FakeEngine(BEHAVIOUR, seed=seed)
 """
 
 CONFIG = """
