@@ -69,7 +69,7 @@ def _gate(config: pytest.Config) -> GateRun | None:
     if run is not None or FAILED_KEY in config.stash:
         return run
     option = config.getoption("specgate_config")
-    path = Path(option) if option else config.rootpath / "specgate.yaml"
+    path = Path(option) if option else _project_config(config)
     if option is None and not path.is_file():
         config.stash[FAILED_KEY] = (
             f"specgate: gate tests were collected but there is no project config ({path} does not exist): "
@@ -93,6 +93,15 @@ def _gate(config: pytest.Config) -> GateRun | None:
     register_sessions(config, run)
     config.hook.pytest_specgate_run(config=config, run=run)
     return run
+
+
+def _project_config(config: pytest.Config) -> Path:
+    """`specgate.yaml` of the rootdir, else of the folder pytest was started in (`pytest suites/` in a repository
+    without a pytest ini file makes `suites/` the rootdir)."""
+    for folder in (config.rootpath, config.invocation_params.dir):
+        if (folder / "specgate.yaml").is_file():
+            return folder / "specgate.yaml"
+    return config.rootpath / "specgate.yaml"
 
 
 def _build_run(config: pytest.Config, path: Path) -> GateRun:

@@ -13,7 +13,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--hardware",
         default="cpu",
         metavar="PROFILE",
-        help="Hardware profile from hardware/<PROFILE>.yaml (default: cpu).",
+        help="Hardware profile: hardware/<PROFILE>.yaml of the repository, else specgate's own (default: cpu).",
     )
     group.addoption(
         "--pair",
