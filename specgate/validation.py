@@ -1,6 +1,6 @@
 """Everything a gate run needs, checked before any engine starts: one usage error listing every problem.
 
-`validate_run` is called by `GateRun.from_options` (so by the plugin's `pytest_configure` too): the options that
+`validate_run` is called by `GateRun.from_options` (so by the plugin too, at the first gate test): the options that
 depend on each other (`--reference`, `--inject-slowdown`, `--update-baselines`), each selected pair's engine library
 and model files, each reference (same engine; same tokenizer, since outputs are compared token by token), and each
 selected workload's file (exists, UTF-8, one JSON object per line, the mapped fields present, enough prompts), the

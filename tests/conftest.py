@@ -61,21 +61,59 @@ def machine_lock_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield path
 
 
+def json_problems(text: str, schema_name: str) -> list[str]:
+    """Why `text` is not strict JSON valid against a schema specgate ships (empty when it is)."""
+    import jsonschema
+
+    from specgate.reports.schemas import shipped
+
+    def reject(constant: str) -> None:
+        raise ValueError(f"not strict JSON: bare {constant}")
+
+    try:
+        data = json.loads(text, parse_constant=reject)
+    except ValueError as exc:
+        return [str(exc)]
+    validator = jsonschema.Draft202012Validator(shipped(schema_name))
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"[:300] for e in validator.iter_errors(data)]
+
+
+@pytest.fixture(autouse=True)
+def written_json_is_strict_and_valid(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every verdict document and run record (baseline) a test makes specgate write is strict JSON and valid against
+    the shipped schema: checked as it is written, in this process and in pytester's in-process runs."""
+    from specgate.reports import document, schemas
+    from specgate.store import baselines
+
+    problems: list[str] = []
+
+    def wrap(module: Any, name: str, schema_name: str) -> None:
+        real = getattr(module, name)
+
+        def checked(value: Any) -> str:
+            text: str = real(value)
+            problems.extend(f"{schema_name}: {p}" for p in json_problems(text, schema_name))
+            return text
+
+        monkeypatch.setattr(module, name, checked)
+
+    wrap(document, "document_json", schemas.VERDICT)
+    wrap(baselines, "dumps_readable", schemas.RUN_RECORD)
+    yield
+    assert not problems, problems[:5]
+
+
 FAKE_CONFTEST = """
 import os
 import pytest
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.plugin import RUN_KEY
 
 BEHAVIOUR = FakeBehaviour({behaviour})
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
+def pytest_specgate_run(config, run):
     seed = int(os.environ.get("FAKE_SEED", {seed}))  # another run of the same build: other timing noise
-    if run is not None:
-        run.engine_factory = lambda name, base: FakeEngine(BEHAVIOUR, seed=seed)
+    run.engine_factory = lambda name, base: FakeEngine(BEHAVIOUR, seed=seed)
 """
 
 CONFIG = """

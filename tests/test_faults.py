@@ -36,7 +36,6 @@ import os
 
 import pytest
 from specgate.engines.fake import FakeEngine
-from specgate.plugin import RUN_KEY
 
 FAULT_AT = 5
 
@@ -67,12 +66,9 @@ class FaultyEngine(FakeEngine):
         return dataclasses.replace(result, traces=traces)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        FaultyEngine.calls = 0
-        run.engine_factory = lambda name, base: FaultyEngine(seed=int(os.environ.get("FAKE_SEED", "0")))
+def pytest_specgate_run(config, run):
+    FaultyEngine.calls = 0
+    run.engine_factory = lambda name, base: FaultyEngine(seed=int(os.environ.get("FAKE_SEED", "0")))
 """
 
 

@@ -154,7 +154,7 @@ def _project_dir() -> Path:
 
 
 def _gate_run(config: Path) -> Any:
-    """Load and validate a whole run as `pytest_configure` does (no engine is built)."""
+    """Load and validate a whole run as the plugin does (no engine is built)."""
     from specgate.config import load_project_config
     from specgate.run import GateOptions, GateRun
 

@@ -72,7 +72,6 @@ DROPPING_CONFTEST = """
 import pytest
 from specgate.engines.base import ArmRun
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.plugin import RUN_KEY
 
 SLOW = {"p0", "p1", "p2", "p3"}
 
@@ -85,11 +84,8 @@ class Dropping(FakeEngine):
         return ArmRun(arm, tuple(t for t in result.traces if t.prompt_id not in SLOW), result.wall_s)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        run.engine_factory = lambda name, base: Dropping(FakeBehaviour(), seed=0, per_arm={"spec": FakeBehaviour()})
+def pytest_specgate_run(config, run):
+    run.engine_factory = lambda name, base: Dropping(FakeBehaviour(), seed=0, per_arm={"spec": FakeBehaviour()})
 """
 
 
@@ -159,19 +155,15 @@ RUNTIME_CONFTEST = """
 import os
 import pytest
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.plugin import RUN_KEY
 
 SLOWER = float(os.environ.get("SLOWER", "1.0"))  # every arm, candidate and reference alike
 TORCH = os.environ.get("TORCH", "2.13.0")
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
+def pytest_specgate_run(config, run):
     seed = int(os.environ.get("FAKE_SEED", "0"))
     behaviour = FakeBehaviour(noise_cv=0.01, ttft_ms=300.0 * SLOWER, tpot_ms=20.0 * SLOWER)
-    if run is not None:
-        run.engine_factory = lambda name, base: FakeEngine(behaviour, seed=seed, versions={"torch": TORCH})
+    run.engine_factory = lambda name, base: FakeEngine(behaviour, seed=seed, versions={"torch": TORCH})
 """
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 from specgate.engines.fake import FakeEngine
-from specgate.plugin import RUN_KEY
 
 CALLS = Path(__file__).parent / "engine-calls.txt"
 
@@ -32,11 +31,8 @@ def factory(name, base):
     return FakeEngine()
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        run.engine_factory = factory
+def pytest_specgate_run(config, run):
+    run.engine_factory = factory
 """
 
 MAX_USAGE_LINES = 8

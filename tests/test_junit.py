@@ -59,16 +59,14 @@ def test_one_testcase_per_check_named_by_hardware_pair_workload_and_check(
 
 BROKEN_ENGINE = """
 import pytest
-from specgate.plugin import RUN_KEY
 
 
 def _crash(name, base):
     raise RuntimeError("the engine did not start: no device")
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    config.stash[RUN_KEY].engine_factory = _crash
+def pytest_specgate_run(config, run):
+    run.engine_factory = _crash
 """
 
 

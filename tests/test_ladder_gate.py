@@ -79,7 +79,6 @@ gate:
 LADDER_CONFTEST = """
 import pytest
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.plugin import RUN_KEY
 
 PER_ARM = {
     "kv-int4": FakeBehaviour(perplexity=10.2),
@@ -88,11 +87,8 @@ PER_ARM = {
 }
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        run.engine_factory = lambda name, base: FakeEngine(FakeBehaviour(), seed=3, per_arm=PER_ARM)
+def pytest_specgate_run(config, run):
+    run.engine_factory = lambda name, base: FakeEngine(FakeBehaviour(), seed=3, per_arm=PER_ARM)
 """
 
 

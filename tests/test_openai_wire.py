@@ -120,6 +120,21 @@ def test_connection_close_is_honoured(loop: asyncio.AbstractEventLoop) -> None:
     assert exchange.done.done() and transport.closed and not connection.reusable
 
 
+@pytest.mark.parametrize("status", [b"204 No Content", b"304 Not Modified"])
+def test_a_response_without_a_body_ends_at_its_headers(loop: asyncio.AbstractEventLoop, status: bytes) -> None:
+    """204 and 304 have no body and often no Content-Length: the exchange ends at the headers (not at the read
+    timeout, waiting for a body until the server closes), and the connection stays usable."""
+    connection, _ = _connection()
+    exchange, events = _exchange(loop)
+    connection.send(b"GET /health HTTP/1.1\r\n\r\n", exchange)
+    connection.data_received(b"HTTP/1.1 " + status + b"\r\nServer: x\r\n\r\n")
+    assert exchange.done.done() and events == [] and connection.reusable
+    second, _ = _exchange(loop)
+    connection.send(b"GET / HTTP/1.1\r\n\r\n", second)
+    connection.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    assert second.done.done() and second.status == 200
+
+
 def test_a_body_read_until_close_ends_with_the_connection(loop: asyncio.AbstractEventLoop) -> None:
     connection, _ = _connection()
     exchange, events = _exchange(loop)

@@ -7,6 +7,7 @@ rollback advice of the gate policy for the arms that miss it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from specgate.checks import INFRASTRUCTURE, SLA, Check
@@ -17,8 +18,12 @@ from specgate.evaluation import Evaluation
 from specgate.measure.metrics import ArmSummary, Speedup
 
 
-def _ci(ci: tuple[float, float] | None, fmt: str = ".0f", unit: str = "") -> str:
-    return "" if ci is None else f", 95% CI {ci[0]:{fmt}}–{ci[1]:{fmt}}{unit}"
+def _ci(ci: tuple[float, float] | None, fmt: str = ".0f", unit: str = "", missing: str | None = None) -> str:
+    if ci is None:
+        return ""
+    if not all(math.isfinite(x) for x in ci):
+        return f", no CI: {missing or 'no spread to resample'}"
+    return f", 95% CI {ci[0]:{fmt}}–{ci[1]:{fmt}}{unit}"
 
 
 def _check(name: str, where: tuple[str, str], category: str = SLA, **kwargs: object) -> Check:
@@ -131,7 +136,7 @@ def _speedup(where: tuple[str, str], speedup: Speedup | None, sla: SlaLimits) ->
     gamma = "" if speedup.gamma is None else f", γ={speedup.gamma}"
     message = (
         f"speedup S {speedup.value:.2f}× {sign} {sla.min_speedup:.2f}× ({speedup.arm} vs {speedup.reference}, "
-        f"n={speedup.n_units} paired runs{_ci(speedup.ci, '.2f', '×')}{predicted}{gamma}{cost})"
+        f"n={speedup.n_units} paired runs{_ci(speedup.ci, '.2f', '×', speedup.no_interval)}{predicted}{gamma}{cost})"
     )
     return _check(
         "speedup",

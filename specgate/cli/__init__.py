@@ -1,5 +1,6 @@
 """The `specgate` command line. Each subcommand module registers its parser and sets a `handler(args) -> int`:
 
+specgate init       make a repository a gate repository: specgate.yaml, suites, a CI template, .gitignore
 specgate report     rebuild the reports from verdict.json; Allure HTML from Allure results
 specgate baseline   list, show and diff stored baselines (the same comparisons as the gate)
 specgate comment    post or update the verdict note on the merge request (GitLab) or pull request (GitHub)
@@ -14,13 +15,14 @@ import sys
 from collections.abc import Sequence
 
 from specgate import __version__
-from specgate.cli import baseline, comment, merge, report, verdict
+from specgate.cli import baseline, comment, init, merge, report, verdict
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specgate", description="specgate: release gate for speculative decoding.")
     parser.add_argument("--version", action="version", version=f"specgate {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    init.add_parser(subparsers)
     report.add_parser(subparsers)
     baseline.add_parser(subparsers)
     comment.add_parser(subparsers)

@@ -65,22 +65,35 @@ def sla_limits(data: Any, source: str, base: SlaLimits, where: str = "sla") -> S
 
 
 def known_profiles(hardware_dir: Path) -> list[str]:
-    return sorted(p.stem for p in hardware_dir.glob("*.yaml"))
+    """The profiles of the repository's `hardware_dir` and those shipped with specgate."""
+    return sorted(profile_files(hardware_dir))
+
+
+def profile_files(hardware_dir: Path) -> dict[str, Path]:
+    """name → file: the shipped profiles, overridden by the repository's of the same name."""
+    from specgate.shipped import shipped
+
+    packaged = shipped("hardware")
+    found = {} if packaged is None else {p.stem: p for p in packaged.glob("*.yaml")}
+    found.update({p.stem: p for p in hardware_dir.glob("*.yaml")})
+    return found
 
 
 def load_hardware_profile(name: str, hardware_dir: Path) -> HardwareProfile:
-    """Read and validate `hardware_dir/<name>.yaml`."""
+    """Read and validate `hardware_dir/<name>.yaml`, or the profile of that name shipped with specgate."""
     from specgate.engines.registry import engine_names
     from specgate.hardware.backends import BACKENDS
     from specgate.hardware.telemetry import SOURCES
 
-    known = known_profiles(hardware_dir)
+    files = profile_files(hardware_dir)
+    known = sorted(files)
     if name not in known:
         raise ConfigError(
             f"--hardware={name!r} is not a known profile.{did_you_mean(name, known)} "
-            f"Known: {', '.join(known) or '(none)'} (from {hardware_dir}). Add hardware/{name}.yaml to define it."
+            f"Known: {', '.join(known) or '(none)'} (from {hardware_dir} and specgate's own). Add "
+            f"hardware/{name}.yaml to define it."
         )
-    path = hardware_dir / f"{name}.yaml"
+    path = files[name]
     source = str(path)
     raw = mapping(read_yaml(path), source, "(top level)")
     allowed = [f.name for f in fields(HardwareProfile) if f.name != "source"]

@@ -70,6 +70,13 @@ register(
 )
 
 
+def runs_local_models(engines: set[str | None]) -> bool:
+    """Whether any of these engines runs model files on this machine, so the hardware profile's device runtime
+    (torch) must be there; a gate of served pairs only needs none. An unknown name counts (it is reported
+    elsewhere)."""
+    return any(name not in _REGISTRY or _REGISTRY[name].local_models for name in engines)
+
+
 def engine_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 

@@ -49,6 +49,7 @@ VECTOR_FLAGS = (
     "asimd",
     "sve",
     "sve2",
+    "sme",
 )
 ENGINE_LIBRARIES = ("transformers", "vllm", "httpx")
 
@@ -116,6 +117,10 @@ MATCHED: tuple[str, ...] = tuple(
 
 
 def _cpuinfo() -> dict[str, str]:
+    """ "model name" and "flags" of the CPU (and "memory_bytes" on macOS): /proc/cpuinfo on Linux, sysctl on
+    macOS."""
+    if platform.system() == "Darwin":
+        return _sysctl()
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -129,7 +134,50 @@ def _cpuinfo() -> dict[str, str]:
     return found
 
 
-def _memory_gib() -> int:
+# macOS reports its vector extensions as hw.optional.* = 1; the names Linux gives the same extensions
+DARWIN_FLAGS = {
+    "hw.optional.neon": "asimd",
+    "hw.optional.AdvSIMD": "asimd",
+    "hw.optional.arm.FEAT_SME": "sme",
+    "hw.optional.sse4_2": "sse4_2",
+    "hw.optional.avx1_0": "avx",
+    "hw.optional.avx2_0": "avx2",
+    "hw.optional.fma": "fma",
+    "hw.optional.f16c": "f16c",
+    "hw.optional.avx512f": "avx512f",
+    "hw.optional.avx512bw": "avx512bw",
+    "hw.optional.avx512vl": "avx512vl",
+    "hw.optional.avx512vnni": "avx512_vnni",
+}
+
+
+def _sysctl() -> dict[str, str]:
+    try:
+        done = subprocess.run(
+            ["sysctl", "machdep.cpu.brand_string", "hw.memsize", "hw.optional"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    values = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(":")
+        values[key.strip()] = value.strip()
+    flags = sorted({flag for key, flag in DARWIN_FLAGS.items() if values.get(key) == "1"})
+    found = {"flags": " ".join(flags)}
+    if values.get("machdep.cpu.brand_string"):
+        found["model name"] = values["machdep.cpu.brand_string"]
+    if values.get("hw.memsize", "").isdigit():
+        found["memory_bytes"] = values["hw.memsize"]
+    return found
+
+
+def _memory_gib(info: dict[str, str]) -> int:
+    if info.get("memory_bytes", "").isdigit():
+        return round(int(info["memory_bytes"]) / 1024**3)
     try:
         for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("MemTotal:"):
@@ -156,6 +204,11 @@ class _Machine:
     kernel: str
 
 
+def cpu_model() -> str:
+    """This machine's CPU, as the fingerprint names it (e.g. "AMD EPYC 9B45", "Apple M2 Pro")."""
+    return _machine().cpu
+
+
 @lru_cache(maxsize=1)
 def _machine() -> _Machine:
     info = _cpuinfo()
@@ -165,7 +218,7 @@ def _machine() -> _Machine:
         cpu=" ".join(cpu.split()),
         cpu_flags=tuple(f for f in VECTOR_FLAGS if f in flags),
         logical_cpus=_logical_cpus(),
-        memory_gib=_memory_gib(),
+        memory_gib=_memory_gib(info),
         host=platform.node(),
         kernel=platform.release(),
     )

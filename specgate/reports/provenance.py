@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specgate.hardware.fingerprint import cpu_model
+
 COMMIT_VARIABLES = ("CI_COMMIT_SHA", "GITHUB_SHA", "BUILD_VCS_NUMBER")
 # the runner a part of a multi-runner gate ran on: specgate's own variable (the CI templates set it to the runner
 # tag of the matrix entry), GitLab's runner description, GitHub's runner name; else the host name
@@ -69,7 +71,7 @@ def machine_info() -> dict[str, Any]:
         "python_build": list(platform.python_build()),
         "release": platform.release(),
         "system": platform.system(),
-        "cpu": {"arch": platform.machine(), "count": os.cpu_count(), "brand_raw": platform.processor()},
+        "cpu": {"arch": platform.machine(), "count": os.cpu_count(), "brand_raw": cpu_model()},
     }
 
 

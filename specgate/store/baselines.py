@@ -22,7 +22,7 @@ from typing import Any
 from specgate.errors import BaselineError
 from specgate.hardware.fingerprint import Fingerprint
 from specgate.store.atomic import write_atomic
-from specgate.store.codec import from_data, to_data
+from specgate.store.codec import dumps, from_data, to_data
 from specgate.store.records import RunRecord
 
 SCHEMA_VERSION = 3
@@ -106,9 +106,9 @@ def dumps_readable(data: Any) -> str:
             return [mark(v) for v in value]
         return value
 
-    text = json.dumps(mark(data), indent=2, sort_keys=True, ensure_ascii=False)
+    text = dumps(mark(data), indent=2, sort_keys=True, ensure_ascii=False)
     for key, samples in rows.items():
-        lines = ",\n".join("  " + json.dumps(s, sort_keys=True, ensure_ascii=False) for s in samples)
+        lines = ",\n".join("  " + dumps(s, sort_keys=True, ensure_ascii=False) for s in samples)
         text = text.replace(json.dumps(key), "[\n" + lines + "\n]" if lines else "[]", 1)
     return text + "\n"
 

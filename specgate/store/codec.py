@@ -4,11 +4,16 @@
 rebuilds the dataclass from that data, checking every field against its annotation (`int`, `float`, `str`,
 `bool`, `X | None`, `tuple[X, ...]`, `tuple[X, Y]`, `Mapping[str, X]`, nested dataclasses, `Any`). A mismatch is a
 `ValueError` naming the field path, so a corrupt or foreign file is a clear error, never a half-built object.
+
+JSON has no NaN or Infinity (strict parsers, `JSON.parse` among them, reject the bare tokens Python writes): a
+non-finite float is written as null (where it matters, a field beside it says why, e.g. `no_interval`) and a float
+read as null is NaN again. `dumps` is `json.dumps` that refuses anything else non-finite.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import types
 import typing
@@ -20,7 +25,10 @@ T = TypeVar("T")
 
 
 def to_data(value: Any) -> Any:
-    """JSON-ready data: dataclasses become dicts (field order kept), tuples lists, paths strings."""
+    """JSON-ready data: dataclasses become dicts (field order kept), tuples lists, paths strings, NaN and ±inf
+    null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
@@ -30,6 +38,11 @@ def to_data(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+def dumps(data: Any, **kwargs: Any) -> str:
+    """Strict JSON of plain data or dataclasses (`to_data` first): non-finite floats become null."""
+    return json.dumps(to_data(data), allow_nan=False, **kwargs)
 
 
 def from_data(cls: type[T], data: Any, where: str = "") -> T:

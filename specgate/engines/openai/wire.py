@@ -250,7 +250,9 @@ class Connection(asyncio.Protocol):
         self._exchange.status, self._exchange.reason = status, reason
         connection = headers.get("connection", "").lower()
         self._keep_alive = "close" not in connection and (version != "HTTP/1.0" or "keep-alive" in connection)
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        if status in (204, 304):  # no body, whatever the headers say (RFC 9112 §6.3)
+            self._finish(time.perf_counter())
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = "chunk-size"
         elif "content-length" in headers:
             length = headers["content-length"]
