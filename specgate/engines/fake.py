@@ -17,7 +17,8 @@ freedom for heavy tails (None: lognormal); `drift` a slow sinusoidal change of t
 `drift_period_s` of simulated time) that every arm feels alike; `spike_share` of the requests meet interference,
 which stretches a third of their steps and their prefill by `spike_factor` in wall time only (the engine waited for a
 CPU: `wait_s`; its CPU time, `cpu_ttft_s` and `cpu_e2el_s`, does not grow); `instance_cv` an offset per engine
-instance (each arm its own instance, as each arm its own server; `restart(arm)` starts a new one), except arms
+instance (each arm its own instance, as each arm its own server; without it, `shared_instances` or `renews`, all
+arms name one instance; `restart(arm)` starts a new one), except arms
 named together in `shared_instances`. With `renews=True` it is a `RenewsInstances` engine as the vLLM servers are:
 the measurement renews the instances between rounds (`renew`), and `instance_notes` says how many each arm had.
 """
@@ -136,6 +137,8 @@ class FakeEngine:
         owner = self._shared.get(arm, arm)
         start = self._starts.get(owner, 0)
         cv = self._behaviour(arm).instance_cv
+        if not cv and not self._renews and not self._shared:  # no instance effect simulated: one engine instance
+            return "fake#0", 1.0
         offset = float(np.random.default_rng([self._seed, _digest(owner), start, 3]).lognormal(0.0, cv)) if cv else 1.0
         return f"{owner}#{start}", offset
 

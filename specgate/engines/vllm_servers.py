@@ -67,7 +67,7 @@ SERVER_FLAGS = {
 }
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, eq=False)  # hashed by identity
 class _Instance:
     """One arm configuration's server: the arms it serves, the live process and the client measuring it."""
 
