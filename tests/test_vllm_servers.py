@@ -313,3 +313,49 @@ def test_the_server_command_carries_speculation_parallel_layout_and_gpu_share(mo
     assert json.loads(argv[argv.index("--speculative-config") + 1])["method"] == "ngram"
     assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.450"
     assert argv[argv.index("--port") + 1] == "8123"
+
+
+def _renewed_measurement(shared: bool) -> tuple[object, object]:
+    from specgate.engines.fake import FakeBehaviour, FakeEngine
+
+    arms = (
+        Arm("ar", "ar", "cand", False, "m", None, "float32"),
+        Arm("spec", "spec", "cand", False, "m", NGRAM, "float32"),
+        Arm("ref-spec", "spec", "ref", True, "m", NGRAM, "float32"),
+    )
+    plan = MeasurementPlan("cand", "w", arms, (("spec", "ar"),), beside=(("spec", "ref-spec"),), reference="ref")
+    behaviour = FakeBehaviour(instance_cv=0.03, noise_cv=0.01)
+    engine = FakeEngine(behaviour, seed=3, renews=True, shared_instances=[("spec", "ref-spec")] if shared else ())
+    engine.load(arms, HARDWARE)
+    prompts = [Prompt(f"p{i}", "x", 8) for i in range(6)]
+    return measure_plan(engine, plan, prompts, GatePolicy(repetitions=3, warmup=0), hardware="cpu"), engine
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_renewed_instances_enter_the_comparison_unless_one_instance_serves_both(shared: bool) -> None:
+    from specgate.comparison import TPOT, paired
+    from specgate.measure.samples import arm_samples
+
+    measurement, _ = _renewed_measurement(shared)
+    spec, ref = (arm_samples(measurement.runs[a]) for a in ("spec", "ref-spec"))  # type: ignore[attr-defined]
+    widened = paired(TPOT, ref, spec, instance_spread=0.02)
+    plain = paired(TPOT, ref, spec, instance_spread=0.0)
+    if shared:
+        assert "one instance for both" in widened.how and widened.se == plain.se
+    else:
+        assert "3 instance pair(s)" in widened.how and widened.se > plain.se
+    assert any("3 instance(s)" in note for note in measurement.instances)  # type: ignore[attr-defined]
+
+
+def test_the_terminal_summary_prints_the_instance_notes() -> None:
+    from specgate.evaluation import evaluate
+    from specgate.reports.document import VerdictDocument, evaluation_record
+    from specgate.reports.provenance import CommitInfo
+    from specgate.reports.terminal import verdict_lines
+
+    measurement, _ = _renewed_measurement(True)
+    record = evaluation_record(evaluate(measurement))  # type: ignore[arg-type]
+    commit = CommitInfo("0" * 40, None, None, False, "specgate", "main")
+    document = VerdictDocument(1, "PASS", "cpu", "0", "now", commit, ("cand",), ("w",), (), (), (), (), (record,))
+    lines = verdict_lines(document)
+    assert "  spec+ref-spec: 3 instance(s) (the same configuration: one instance serves them all)" in lines
