@@ -150,6 +150,12 @@ def _pair(run: GateRun, name: str) -> list[str]:
             problems += _same_tokenizer(run, name, reference)
     elif spec.name == "openai":
         problems += _endpoints(run, name)
+        if run.inject_slowdown:
+            problems.append(
+                f"--inject-slowdown={run.inject_slowdown:g}: pair {name!r} runs on the openai engine, whose servers "
+                "specgate neither starts nor can slow, so the self-test would inject nothing; run it with "
+                "--engine=vllm (specgate starts the servers and slows the candidate's) or --engine=transformers"
+            )
     return problems
 
 
@@ -162,12 +168,11 @@ def _optimisations(run: GateRun, name: str, engine: str) -> list[str]:
 
 
 def _parallel(run: GateRun, name: str, engine: str) -> list[str]:
-    """A multi-device layout is vLLM's (the served engine's layout is the server's own), DP needs a server, and
-    the Ray executor needs Ray."""
+    """A multi-device layout is vLLM's (the served engine's layout is the server's own; the vllm engine passes it
+    to the servers it starts, data parallelism included), and the Ray executor needs Ray."""
     import importlib.util
 
     from specgate.config.parallel import layout_of
-    from specgate.engines.vllm_parallel import llm_parallel_arguments
 
     layout = layout_of(run.hardware.parallel, run.pair(name).parallel)
     where = f"pair {name!r} ({run.hardware.name} profile and pairs.{name}.parallel): {layout.describe()}"
@@ -175,10 +180,6 @@ def _parallel(run: GateRun, name: str, engine: str) -> list[str]:
         return []
     if engine != "vllm":
         return [f"{where}: parallel layouts run on the vllm engine; {engine!r} uses one device. Set engine: vllm"]
-    try:
-        llm_parallel_arguments(layout)
-    except ConfigError as exc:
-        return [f"{where}: {exc}"]
     if layout.distributed_executor_backend == "ray" and importlib.util.find_spec("ray") is None:
         return [f"{where}: the ray executor needs Ray: pip install 'specgate[ray]' (and RAY_ADDRESS for a cluster)"]
     return []

@@ -310,3 +310,18 @@ def test_a_bad_endpoint_is_a_usage_error_before_any_request(
     _usage_error(result)
     result.stderr.fnmatch_lines([expected])
     assert _engine_calls(root) == []
+
+
+def test_inject_slowdown_on_the_openai_engine_is_a_usage_error(
+    pytester: pytest.Pytester, watched_project: Callable[..., Path]
+) -> None:
+    """specgate cannot slow a server it did not start: the self-test would inject nothing and say it added 10 %."""
+    needs_module("httpx", "pip install 'specgate[openai]'")
+    endpoints = '{ar: "http://127.0.0.1:8001", spec: "http://127.0.0.1:8002"}'
+    root = watched_project(config=SERVED_CONFIG.format(endpoints=endpoints, extra=""))
+    result = pytester.runpytest("suites", "--inject-slowdown=0.10")
+    _usage_error(result)
+    result.stderr.fnmatch_lines(["*--inject-slowdown=0.1: pair 'served' runs on the openai engine*--engine=vllm*"])
+    assert _engine_calls(root) == []
+    result = pytester.runpytest("suites", "-k", "nothing", "--co")
+    assert "--inject-slowdown" not in result.stderr.str()

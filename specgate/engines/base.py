@@ -6,8 +6,9 @@ traces in `specgate.measure.metrics`, so every engine is measured the same way.
 
 Optional capabilities are small protocols an engine may also satisfy, checked with `isinstance`:
 `ExplainsDivergences` (the target's logit margin at a divergence), `SamplesOutputs` (seeded sampled outputs for
-the distribution test), `ScoresPerplexity` (perplexity on long documents, the ladder's) and `ServedEngine` (what a
-served endpoint reported about each run).
+the distribution test), `ScoresPerplexity` (perplexity on long documents, the ladder's), `ServedEngine` (what a
+served endpoint reported about each run) and `RenewsInstances` (an engine that keeps one instance per arm
+configuration alive and can start new ones: the measurement treats the instance as a random effect).
 """
 
 from __future__ import annotations
@@ -208,3 +209,17 @@ class ServedEngine(Protocol):
 
     served_runs: list[Any]
     notes: list[str]
+
+
+@runtime_checkable
+class RenewsInstances(Protocol):
+    """An engine that serves each arm configuration from a long-lived instance (a server process).
+
+    `renew(arms)` replaces the instances serving `arms` with new ones (one new instance per distinct instance: arms
+    that share one keep sharing); the measurement calls it between rounds so that every arm is served by at least
+    two instances and the instances' own differences enter the comparisons' intervals. `instance_notes()` says, in
+    words, which arms shared an instance, how many instances each had, and what did not fit."""
+
+    def renew(self, arms: Sequence[str]) -> None: ...
+
+    def instance_notes(self) -> tuple[str, ...]: ...

@@ -17,8 +17,10 @@ freedom for heavy tails (None: lognormal); `drift` a slow sinusoidal change of t
 `drift_period_s` of simulated time) that every arm feels alike; `spike_share` of the requests meet interference,
 which stretches a third of their steps and their prefill by `spike_factor` in wall time only (the engine waited for a
 CPU: `wait_s`; its CPU time, `cpu_ttft_s` and `cpu_e2el_s`, does not grow); `instance_cv` an offset per engine
-instance (each arm its own instance, as each arm its own server; `restart(arm)` starts a new one), except arms
-named together in `shared_instances`.
+instance (each arm its own instance, as each arm its own server; without it, `shared_instances` or `renews`, all
+arms name one instance; `restart(arm)` starts a new one), except arms
+named together in `shared_instances`. With `renews=True` it is a `RenewsInstances` engine as the vLLM servers are:
+the measurement renews the instances between rounds (`renew`), and `instance_notes` says how many each arm had.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class FakeEngine:
         batched: bool = False,
         shared_instances: Sequence[Sequence[str]] = (),
         versions: Mapping[str, str] | None = None,
+        renews: bool = False,
     ) -> None:
         self.behaviour = behaviour or FakeBehaviour()
         self.content_seed = content_seed
@@ -101,6 +104,7 @@ class FakeEngine:
         self._starts: dict[str, int] = {}
         self.starts: list[str] = []
         self._versions = dict(versions or {})
+        self._renews = renews
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
         self._arms = {arm.name: arm for arm in arms}
@@ -111,10 +115,30 @@ class FakeEngine:
         self._starts[owner] = self._starts.get(owner, 0) + 1
         self.starts.append(owner)
 
+    def renew(self, arms: Sequence[str]) -> None:
+        """New instances for `arms`, one per distinct instance (with `renews=True`; otherwise instances live on)."""
+        if self._renews:
+            for owner in dict.fromkeys(self._shared.get(arm, arm) for arm in arms):
+                self.restart(owner)
+
+    def instance_notes(self) -> tuple[str, ...]:
+        if not self._renews:
+            return ()
+        groups: dict[str, list[str]] = {}
+        for arm in self._arms:
+            groups.setdefault(self._shared.get(arm, arm), []).append(arm)
+        return tuple(
+            f"{'+'.join(arms)}: {self._starts.get(owner, 0) + 1} instance(s)"
+            + (" (the same configuration: one instance serves them all)" if len(arms) > 1 else "")
+            for owner, arms in groups.items()
+        )
+
     def _instance(self, arm: str) -> tuple[str, float]:
         owner = self._shared.get(arm, arm)
         start = self._starts.get(owner, 0)
         cv = self._behaviour(arm).instance_cv
+        if not cv and not self._renews and not self._shared:  # no instance effect simulated: one engine instance
+            return "fake#0", 1.0
         offset = float(np.random.default_rng([self._seed, _digest(owner), start, 3]).lognormal(0.0, cv)) if cv else 1.0
         return f"{owner}#{start}", offset
 

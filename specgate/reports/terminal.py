@@ -136,6 +136,7 @@ def verdict_lines(document: VerdictDocument) -> list[str]:
     for record in document.evaluations:
         lines.extend(evaluation_lines(record))
         lines.extend(line for line in [resource_line(record), interference_line(record)] if line)
+        lines.extend(f"  {note}" for note in record.notes)  # arms measured once, engine instances shared or renewed
         for arm in record.arms:
             if arm.explanation is not None and not arm.reference:
                 lines.extend(waterfall_lines(arm.explanation))

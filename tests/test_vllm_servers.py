@@ -1,0 +1,361 @@
+"""The vllm engine's servers, with a stand-in server process (`tests/standin/vllm_standin.py`: vLLM's command line
+and routes, no model): start and health, per-request runs through the openai client with each server's own
+counters, one server for arms of the same configuration, renewal between rounds, stopping (the whole process group,
+also when the gate process is killed), port conflicts, the slowdown plugin's entry point, and the usage error for
+`--inject-slowdown` on the openai engine. Real vLLM servers are measured by `scripts/vllm_aa.py`, not here."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from specgate.config import GatePolicy, Speculation, load_hardware_profile
+from specgate.engines.base import Prompt, RenewsInstances
+from specgate.engines.server_process import ServerProcess, stop_all
+from specgate.engines.vllm_servers import VllmServerEngine, identity
+from specgate.engines.vllm_slowdown import MARKER, slowed
+from specgate.errors import EngineUnavailableError, MeasurementError
+from specgate.measure.protocol import measure_plan
+from specgate.plan import Arm, MeasurementPlan
+
+REPO = Path(__file__).resolve().parent.parent
+STANDIN = "vllm_standin"
+HARDWARE = load_hardware_profile("cpu", REPO / "hardware")
+NGRAM = Speculation("prompt_lookup", 3, max_ngram=3)
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 4096}))
+    (folder / "model.safetensors").write_bytes(b"\0" * 1024)
+    return folder
+
+
+@pytest.fixture
+def pids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in importable by `python -m`, and the file its processes write their pids to."""
+    path = tmp_path / "pids"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO / "tests" / "standin"), str(REPO)]))
+    monkeypatch.setenv("STANDIN_PIDS", str(path))
+    monkeypatch.delenv("STANDIN_MODE", raising=False)
+    return path
+
+
+def _arm(name: str, folder: Path, *, pair: str = "cand", spec: bool = True, slowdown: float = 0.0) -> Arm:
+    variant = name.removeprefix("ref-")
+    return Arm(name, variant, pair, name.startswith("ref-"), str(folder), NGRAM if spec else None, "float32",
+               slowdown=slowdown)  # fmt: skip
+
+
+def _engine(tmp_path: Path, arms: list[Arm], **kwargs: object) -> VllmServerEngine:
+    engine = VllmServerEngine(None, module=STANDIN, log_dir=tmp_path / "logs", ready_timeout_s=60, **kwargs)  # type: ignore[arg-type]
+    engine.load(arms, HARDWARE)
+    return engine
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead too
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def _gone(pids: list[int], timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+PROMPTS = [Prompt(f"p{i}", f"document {i}", 5) for i in range(3)]
+
+
+def test_arms_of_one_configuration_share_a_server_and_counters_are_each_servers_own(
+    tmp_path: Path, model: Path, pids: Path
+) -> None:
+    arms = [_arm("ar", model, spec=False), _arm("spec", model), _arm("ref-spec", model, pair="ref")]
+    engine = _engine(tmp_path, arms)
+    try:
+        assert isinstance(engine, RenewsInstances) and engine.per_request
+        assert identity(engine._instance("spec").setup) == identity(engine._instance("ref-spec").setup)
+        runs = {arm.name: engine.run(PROMPTS[:1], arm.name, repetition=0) for arm in arms}
+        assert engine.starts() == {"ar": 1, "spec+ref-spec": 1}
+        assert len(_pids(pids)) == 2
+        assert runs["ar"].counters is None  # plain decoding: no spec-decode counters on its server
+        for name in ("spec", "ref-spec"):  # each run's own difference on the shared server: one request's worth
+            counters = runs[name].counters
+            assert counters is not None and (counters.num_drafts, counters.num_accepted_tokens) == (2, 3)
+        assert runs["spec"].traces[0].instance == runs["ref-spec"].traces[0].instance == "spec+ref-spec#1"
+        assert runs["ar"].traces[0].instance == "ar#1"
+        assert [t.output_tokens for t in runs["spec"].traces] == [5]
+        notes = engine.instance_notes()
+        assert any("spec and ref-spec are the same configuration" in n and "one vLLM server" in n for n in notes)
+    finally:
+        engine.close()
+    assert _gone(_pids(pids))
+
+
+def test_a_different_configuration_gets_its_own_server(tmp_path: Path, model: Path, pids: Path) -> None:
+    arms = [_arm("spec", model, slowdown=0.1), _arm("ref-spec", model, pair="ref")]
+    engine = _engine(tmp_path, arms)
+    try:
+        assert identity(engine._instance("spec").setup) != identity(engine._instance("ref-spec").setup)
+        assert engine.starts() == {"spec": 0, "ref-spec": 0}
+    finally:
+        engine.close()
+
+
+def test_the_measurement_renews_every_server_so_each_arm_has_two_instances(
+    tmp_path: Path, model: Path, pids: Path
+) -> None:
+    arms = (_arm("ar", model, spec=False), _arm("spec", model), _arm("ref-spec", model, pair="ref"))
+    engine = _engine(tmp_path, list(arms))
+    plan = MeasurementPlan("cand", "w", arms, (("spec", "ar"),), beside=(("spec", "ref-spec"),), reference="ref")
+    try:
+        measurement = measure_plan(engine, plan, PROMPTS, GatePolicy(repetitions=2, warmup=0), hardware="cpu")
+        assert engine.starts() == {"ar": 2, "spec+ref-spec": 2}
+    finally:
+        engine.close()
+    by_round = {(t.arm, t.repetition): t.instance for runs in measurement.runs.values() for r in runs for t in r.traces}
+    assert by_round[("spec", 0)] == by_round[("ref-spec", 0)] == "spec+ref-spec#1"
+    assert by_round[("spec", 1)] == by_round[("ref-spec", 1)] == "spec+ref-spec#2"
+    assert by_round[("ar", 0)] != by_round[("ar", 1)]
+    assert any("2 instance(s)" in n for n in measurement.instances)
+    assert len(_pids(pids)) == 4 and _gone(_pids(pids))
+
+
+def test_close_stops_the_whole_process_group_even_a_child_that_ignores_sigterm(
+    tmp_path: Path, model: Path, pids: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_MODE", "child")
+    monkeypatch.setattr("specgate.engines.server_process.STOP_TIMEOUT_S", 3.0)
+    engine = _engine(tmp_path, [_arm("spec", model)])
+    engine.run(PROMPTS[:1], "spec", repetition=0)
+    started = _pids(pids)
+    assert len(started) == 2 and all(_alive(p) for p in started)
+    engine.close()
+    assert _gone(started)
+
+
+def test_a_killed_gate_process_leaves_no_server_behind(tmp_path: Path, model: Path, pids: Path) -> None:
+    script = tmp_path / "gate.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
+        from test_vllm_servers import HARDWARE, _arm
+        from specgate.engines.vllm_servers import VllmServerEngine
+        engine = VllmServerEngine(None, module="vllm_standin", log_dir=Path({str(tmp_path / "logs")!r}))
+        engine.load([_arm("spec", Path({str(model)!r}))], HARDWARE)
+        engine._ensure_started(engine._instance("spec"))
+        print("ready", flush=True)
+        time.sleep(600)
+    """)
+    )
+    with subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True) as gate:
+        try:
+            assert gate.stdout is not None and gate.stdout.readline().strip() == "ready"
+            server = _pids(pids)
+            assert len(server) == 1 and _alive(server[0])
+        finally:
+            gate.send_signal(signal.SIGKILL)
+    assert _gone(server)
+
+
+def test_a_port_taken_meanwhile_is_retried_on_another(
+    tmp_path: Path, model: Path, pids: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    monkeypatch.setenv("STANDIN_MODE", "port-taken")
+    monkeypatch.setenv("STANDIN_TAKEN", str(taken))
+    engine = _engine(tmp_path, [_arm("spec", model)])
+    try:
+        run = engine.run(PROMPTS[:1], "spec", repetition=0)
+        assert run.traces[0].ok and engine._instance("spec").server.attempts == 2  # type: ignore[union-attr]
+    finally:
+        engine.close()
+
+
+def test_a_foreign_server_on_the_port_is_not_taken_for_ours(tmp_path: Path, pids: Path) -> None:
+    foreign = ServerProcess("foreign", lambda port, name: [sys.executable, "-m", STANDIN, "--port", str(port),
+                            "--served-model-name", name], log_dir=tmp_path, ready_timeout_s=30)  # fmt: skip
+    foreign.start()
+    try:
+        ours = ServerProcess("ours", lambda port, name: [sys.executable, "-c", "import time; time.sleep(600)"],
+                             log_dir=tmp_path, port=lambda: foreign.port, ready_timeout_s=3)  # fmt: skip
+        with pytest.raises(EngineUnavailableError, match="not ready within 3 s"):
+            ours.start()
+        assert not ours.alive
+    finally:
+        foreign.stop()
+
+
+@pytest.mark.parametrize(("mode", "message"), [("exit", "exited with status 1"), ("never-ready", "not ready within")])
+def test_a_server_that_does_not_start_fails_with_its_log(
+    tmp_path: Path, model: Path, pids: Path, monkeypatch: pytest.MonkeyPatch, mode: str, message: str
+) -> None:
+    monkeypatch.setenv("STANDIN_MODE", mode)
+    engine = VllmServerEngine(None, module=STANDIN, log_dir=tmp_path / "logs", ready_timeout_s=3)
+    engine.load([_arm("spec", model)], HARDWARE)
+    with pytest.raises(EngineUnavailableError, match=message):
+        engine.run(PROMPTS[:1], "spec", repetition=0)
+    engine.close()
+    assert _gone(_pids(pids))
+
+
+def test_a_server_that_dies_between_runs_fails_the_measurement_with_its_log(
+    tmp_path: Path, model: Path, pids: Path
+) -> None:
+    engine = _engine(tmp_path, [_arm("spec", model)])
+    try:
+        engine.run(PROMPTS[:1], "spec", repetition=0)
+        os.kill(_pids(pids)[0], signal.SIGKILL)
+        assert _gone(_pids(pids))
+        with pytest.raises(MeasurementError, match="died"):
+            engine.run(PROMPTS[:1], "spec", repetition=0)
+    finally:
+        engine.close()
+
+
+def test_stop_all_stops_every_live_server(tmp_path: Path, model: Path, pids: Path) -> None:
+    engine = _engine(tmp_path, [_arm("ar", model, spec=False), _arm("spec", model)])
+    engine.run(PROMPTS[:1], "ar", repetition=0)
+    engine.run(PROMPTS[:1], "spec", repetition=0)
+    stop_all()  # what atexit runs, also after a KeyboardInterrupt
+    assert _gone(_pids(pids))
+    engine.close()
+
+
+def test_the_slowed_arm_loads_the_plugin_through_its_entry_point(tmp_path: Path, model: Path, pids: Path) -> None:
+    engine = _engine(tmp_path, [_arm("spec", model, slowdown=0.1), _arm("ref-spec", model, pair="ref")])
+    try:
+        engine.run(PROMPTS[:1], "spec", repetition=0)
+        engine.run(PROMPTS[:1], "ref-spec", repetition=0)
+        logs = {p.name: p.read_text() for p in (tmp_path / "logs").glob("*.log")}
+        assert MARKER in logs["spec-1-1.log"] and MARKER not in logs["ref-spec-1-1.log"]
+    finally:
+        engine.close()
+
+
+def test_a_slowed_arm_whose_plugin_did_not_load_fails(
+    tmp_path: Path, model: Path, pids: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("specgate.engines.vllm_servers.MARKER", "a marker nobody prints")
+    engine = _engine(tmp_path, [_arm("spec", model, slowdown=0.1)])
+    with pytest.raises(MeasurementError, match="did not load"):
+        engine.run(PROMPTS[:1], "spec", repetition=0)
+    engine.close()
+    assert _gone(_pids(pids))
+
+
+def test_the_slowdown_spins_its_fraction_of_each_step_that_ran_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    spins: list[float] = []
+    clock = iter([10.0, 12.0, 20.0, 20.5])
+    monkeypatch.setattr("specgate.engines.vllm_slowdown.spin_for", spins.append)
+    monkeypatch.setattr("specgate.engines.vllm_slowdown.time.perf_counter", lambda: next(clock))
+    step = slowed(lambda self, ran: ({}, ran), 0.1)
+    step(None, True)
+    step(None, False)
+    assert spins == [pytest.approx(0.2)]
+
+
+def test_servers_that_do_not_all_fit_run_whole_rounds_and_say_so(tmp_path: Path, model: Path, pids: Path) -> None:
+    arms = [_arm("ar", model, spec=False), _arm("spec", model)]
+    engine = _engine(tmp_path, arms, memory_bytes=5 << 30)
+    try:
+        assert not engine.per_request
+        assert any("do not fit at once" in n and "at most 1" in n for n in engine.instance_notes())
+        engine.run(PROMPTS[:1], "ar", repetition=0)
+        engine.run(PROMPTS[:1], "spec", repetition=0)
+        assert engine._instance("ar").server is None and engine._instance("spec").server is not None
+    finally:
+        engine.close()
+
+
+def test_the_server_command_carries_speculation_parallel_layout_and_gpu_share(model: Path) -> None:
+    from specgate.config.parallel import ParallelLayout
+
+    layout = ParallelLayout(tensor_parallel_size=2, pipeline_parallel_size=2)
+    gpu = dataclasses.replace(HARDWARE, backend="cuda", device="cuda:0")
+    arms = [dataclasses.replace(_arm("spec", model), parallel=layout), _arm("ar", model, spec=False)]
+    engine = VllmServerEngine(None, module=STANDIN)
+    engine._hardware = gpu
+    engine._instances = [None, None]  # type: ignore[list-item]
+    engine._max_live = 2
+    from specgate.engines.vllm_engine import arm_setup
+
+    argv = engine.command(arm_setup(arms[0], None), 8123, "name")
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
+    assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"
+    assert json.loads(argv[argv.index("--speculative-config") + 1])["method"] == "ngram"
+    assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.450"
+    assert argv[argv.index("--port") + 1] == "8123"
+
+
+def _renewed_measurement(shared: bool) -> tuple[object, object]:
+    from specgate.engines.fake import FakeBehaviour, FakeEngine
+
+    arms = (
+        Arm("ar", "ar", "cand", False, "m", None, "float32"),
+        Arm("spec", "spec", "cand", False, "m", NGRAM, "float32"),
+        Arm("ref-spec", "spec", "ref", True, "m", NGRAM, "float32"),
+    )
+    plan = MeasurementPlan("cand", "w", arms, (("spec", "ar"),), beside=(("spec", "ref-spec"),), reference="ref")
+    behaviour = FakeBehaviour(instance_cv=0.03, noise_cv=0.01)
+    engine = FakeEngine(behaviour, seed=3, renews=True, shared_instances=[("spec", "ref-spec")] if shared else ())
+    engine.load(arms, HARDWARE)
+    prompts = [Prompt(f"p{i}", "x", 8) for i in range(6)]
+    return measure_plan(engine, plan, prompts, GatePolicy(repetitions=3, warmup=0), hardware="cpu"), engine
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_renewed_instances_enter_the_comparison_unless_one_instance_serves_both(shared: bool) -> None:
+    from specgate.comparison import TPOT, paired
+    from specgate.measure.samples import arm_samples
+
+    measurement, _ = _renewed_measurement(shared)
+    spec, ref = (arm_samples(measurement.runs[a]) for a in ("spec", "ref-spec"))  # type: ignore[attr-defined]
+    widened = paired(TPOT, ref, spec, instance_spread=0.02)
+    plain = paired(TPOT, ref, spec, instance_spread=0.0)
+    if shared:
+        assert "one instance for both" in widened.how and widened.se == plain.se
+    else:
+        assert "3 instance pair(s)" in widened.how and widened.se > plain.se
+    assert any("3 instance(s)" in note for note in measurement.instances)  # type: ignore[attr-defined]
+
+
+def test_the_terminal_summary_prints_the_instance_notes() -> None:
+    from specgate.evaluation import evaluate
+    from specgate.reports.document import VerdictDocument, evaluation_record
+    from specgate.reports.provenance import CommitInfo
+    from specgate.reports.terminal import verdict_lines
+
+    measurement, _ = _renewed_measurement(True)
+    record = evaluation_record(evaluate(measurement))  # type: ignore[arg-type]
+    commit = CommitInfo("0" * 40, None, None, False, "specgate", "main")
+    document = VerdictDocument(1, "PASS", "cpu", "0", "now", commit, ("cand",), ("w",), (), (), (), (), (record,))
+    lines = verdict_lines(document)
+    assert "  spec+ref-spec: 3 instance(s) (the same configuration: one instance serves them all)" in lines
