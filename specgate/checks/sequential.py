@@ -63,6 +63,10 @@ def stop_rule(
             rounds = max(rounds, _rounds_to_decide(check, levels, miss, per_round))
         needed = {a for c in undecided.values() if c.arm for a in (c.arm, dict(plan.beside).get(c.arm, c.arm))}
         needed |= set(plan.names) if failed else set()
+        left = policy.max_repetitions - measurement.rounds
+        if rounds > left:  # said, so that a progress line never promises rounds the budget will not run
+            said += f"; the spread asks for {rounds} more round(s), gate.max_repetitions allows {max(0, left)}"
+            rounds = max(0, left)
         return Next(rounds, tuple(a for a in plan.names if a in needed), why=said)
 
     return plan_next
