@@ -109,6 +109,10 @@ def test_arms_of_one_configuration_share_a_server_and_counters_are_each_servers_
         assert runs["spec"].traces[0].instance == runs["ref-spec"].traces[0].instance == "spec+ref-spec#1"
         assert runs["ar"].traces[0].instance == "ar#1"
         assert [t.output_tokens for t in runs["spec"].traces] == [5]
+        from specgate.measure.samples import arm_samples
+
+        (sample,) = arm_samples((runs["ref-spec"],)).samples  # a one-request run: the server's totals are its own
+        assert (sample.drafted, sample.accepted) == (6, 3)
         notes = engine.instance_notes()
         assert any("spec and ref-spec are the same configuration" in n and "one vLLM server" in n for n in notes)
     finally:
@@ -343,8 +347,8 @@ def test_renewed_instances_enter_the_comparison_unless_one_instance_serves_both(
     if shared:
         assert "one instance for both" in widened.how and widened.se == plain.se
     else:
-        assert "3 instance pair(s)" in widened.how and widened.se > plain.se
-    assert any("3 instance(s)" in note for note in measurement.instances)  # type: ignore[attr-defined]
+        assert "2 instance pair(s)" in widened.how and widened.se > plain.se
+    assert any("2 instance(s)" in note for note in measurement.instances)  # type: ignore[attr-defined]
 
 
 def test_the_terminal_summary_prints_the_instance_notes() -> None:
@@ -358,4 +362,4 @@ def test_the_terminal_summary_prints_the_instance_notes() -> None:
     commit = CommitInfo("0" * 40, None, None, False, "specgate", "main")
     document = VerdictDocument(1, "PASS", "cpu", "0", "now", commit, ("cand",), ("w",), (), (), (), (), (record,))
     lines = verdict_lines(document)
-    assert "  spec+ref-spec: 3 instance(s) (the same configuration: one instance serves them all)" in lines
+    assert "  spec+ref-spec: 2 instance(s) (the same configuration: one instance serves them all)" in lines

@@ -114,6 +114,9 @@ def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
             if metrics is None:
                 continue
             wall_s = run.wall_s if single else trace.done_s - trace.submit_s
+            # a run of one request whose engine counts only run totals (a server's /metrics): those totals are the
+            # request's own drafted and accepted tokens
+            counted = run.counters if single and not trace.drafted else None
             samples.append(
                 Sample(
                     key=key,
@@ -124,8 +127,8 @@ def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
                     e2el_ms=metrics.e2el_ms,
                     wall_ms=1000.0 * wall_s,
                     output_tokens=metrics.output_tokens,
-                    drafted=sum(trace.drafted),
-                    accepted=sum(trace.accepted),
+                    drafted=sum(trace.drafted) if counted is None else counted.num_draft_tokens,
+                    accepted=sum(trace.accepted) if counted is None else counted.num_accepted_tokens,
                     output_ids=trace.output_ids,
                     **_cpu_fields(trace, metrics.output_tokens),
                     wait_ms=_ms(trace.wait_s),
