@@ -11,10 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import scipy.stats  # noqa: F401 - imported once here: pytester's in-process runs drop modules imported inside them,
 
-# and numpy extension modules (scipy imports numpy.fft) cannot be loaded twice in one process.
+# and numpy extension modules (scipy imports numpy.fft) cannot be loaded twice in one process; nor can jsonschema's
+# (rpds, a Rust extension), which the schema check below uses inside those runs.
 
 pytest_plugins = ["pytester"]
 
@@ -63,8 +65,6 @@ def machine_lock_of_the_tests(tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 def json_problems(text: str, schema_name: str) -> list[str]:
     """Why `text` is not strict JSON valid against a schema specgate ships (empty when it is)."""
-    import jsonschema
-
     from specgate.reports.schemas import shipped
 
     def reject(constant: str) -> None:

@@ -37,8 +37,13 @@ def test_nothing_heavy_was_imported():
 """
 
 
+# what pytester (its subprocess's output and base temp) and pytest-benchmark (.benchmarks) write themselves
+OTHERS = ("stdout", "stderr", "runpytest-", ".benchmarks")
+
+
 def _files(root: Path) -> set[Path]:
-    return {p.relative_to(root) for p in root.rglob("*") if "__pycache__" not in p.parts}
+    found = {p.relative_to(root) for p in root.rglob("*") if "__pycache__" not in p.parts}
+    return {p for p in found if not p.parts[0].startswith(OTHERS)}
 
 
 def _env() -> dict[str, str]:

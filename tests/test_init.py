@@ -60,6 +60,16 @@ def test_init_writes_config_suites_workloads_ci_and_ignores_reports(tmp_path: Pa
     assert (root / ".gitlab-ci.yml").read_text() == "include:\n  - local: ci/specgate.gitlab-ci.yml\n"
 
 
+def test_the_github_workflow_init_writes_passes_actionlint(tmp_path: Path) -> None:
+    from test_ci_templates import _lint
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    assert _init(root, "--ci", "github") == 0
+    done = _lint(tmp_path / "lint", (root / ".github" / "workflows" / "specgate.yml").read_text())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_the_shipped_profiles_are_known_and_a_repository_profile_overrides_one(tmp_path: Path) -> None:
     assert {"cpu", "h200", "a800", "ascend910b"} <= set(known_profiles(tmp_path / "hardware"))
     assert load_hardware_profile("cpu", tmp_path / "hardware").source.endswith("cpu.yaml")
