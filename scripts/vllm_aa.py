@@ -48,7 +48,9 @@ def outcomes(verdict: dict[str, Any]) -> list[dict[str, Any]]:
             found.append(
                 {
                     "name": check["name"],
-                    "outcome": details.get("outcome") or ("PASS" if check["passed"] else "BLOCK"),
+                    "outcome": "REGRESSED"
+                    if str(check.get("message", "")).startswith("REGRESSED")
+                    else details.get("outcome") or ("PASS" if check["passed"] else "BLOCK"),
                     "change": details.get("relative_change"),
                     "mde": details.get("mde"),
                     "method": details.get("method", ""),
