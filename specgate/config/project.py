@@ -10,6 +10,7 @@ with a few keys changed: speculation, quantization, batching; `ladder:` climbs t
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -328,7 +329,8 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
     check_keys(raw, WORKLOAD_KEYS, source, f"{where}.")
     if "path" not in raw:
         raise fail(source, f"{where}.path", "required: a JSONL file, relative to the config file")
-    path = (base_dir / str(typed(raw["path"], str, source, f"{where}.path"))).resolve()
+    text = str(typed(raw["path"], str, source, f"{where}.path"))
+    path = (base_dir / os.path.expandvars(text)).resolve()  # ${VAR}: a data folder each machine names
     fields_map = mapping(raw.get("fields", {}), source, f"{where}.fields")
     check_keys(fields_map, ["id", "prompt", "reference", "system"], source, f"{where}.fields.")
     template = raw.get("template")

@@ -8,6 +8,7 @@ Each line is a JSON object. Field names are mapped by the workload's `fields` co
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
 from specgate.config import WorkloadConfig
@@ -89,6 +90,11 @@ def workload_problems(
     try:
         text = workload.path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        unset = sorted(set(re.findall(r"\$\{?(\w+)", str(workload.path))))
+        if unset:  # os.path.expandvars leaves a variable that is not set as it was written
+            return [
+                f"{where}: the environment variable(s) {', '.join(unset)} in workloads.{workload.name}.path are not set"
+            ]
         return [f"{where}: the file does not exist; fix workloads.{workload.name}.path in the project config"]
     except OSError as exc:
         return [f"{where}: cannot read it ({exc.strerror}); fix workloads.{workload.name}.path"]
