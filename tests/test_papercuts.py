@@ -43,9 +43,13 @@ def test_collect_only_names_no_reports(pytester: pytest.Pytester, gate_project: 
     ran.stdout.fnmatch_lines(["*specgate reports in *: verdict.json*"])
 
 
-def test_every_workload_of_the_project_config_is_in_the_repository() -> None:
+def test_every_workload_of_the_project_config_is_in_the_repository_or_named_by_a_variable() -> None:
+    # a clone has no folder beside it: a workload is a file of the repository, or data each machine keeps where an
+    # environment variable says (the public sets, not shipped)
     config = yaml.safe_load((REPO / "specgate.yaml").read_text())
     for name, workload in config["workloads"].items():
+        if workload["path"].startswith("${"):
+            continue
         path = (REPO / workload["path"]).resolve()
         assert path.is_relative_to(REPO) and path.is_file(), (name, workload["path"])
 
