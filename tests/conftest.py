@@ -22,15 +22,6 @@ import scipy.stats  # noqa: F401 - imported once here: pytester's in-process run
 pytest_plugins = ["pytester"]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # pytester runs each inner pytest in a subprocess unless asked otherwise (--runpytest=inprocess): the plugin
-    # imports the gate only in sessions that collect gate tests, so an in-process run would import numpy's and other
-    # extension modules inside it, pytester would drop them afterwards, and the next in-process run would load them
-    # a second time (a segmentation fault in the garbage collector)
-    if not any(str(arg).startswith("--runpytest") for arg in config.invocation_params.args):
-        config.option.runpytest = "subprocess"
-
-
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

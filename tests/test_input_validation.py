@@ -79,7 +79,7 @@ def test_a_healthy_project_builds_its_engine_so_the_watch_works(
     pytester: pytest.Pytester, watched_project: Callable[..., Path]
 ) -> None:
     root = watched_project()
-    result = pytester.runpytest("suites/test_sla.py", "-k", "samples")
+    result = pytester.runpytest_subprocess("suites/test_sla.py", "-k", "samples")
     subset_passed(result, root)
     assert _engine_calls(root) == ["transformers"]
 
@@ -120,7 +120,7 @@ def test_a_broken_workload_file_is_a_short_usage_error_before_any_engine(
         path.unlink()
     else:
         path.write_bytes(content)
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest_subprocess("suites")
     _usage_error(result)
     result.stderr.fnmatch_lines([expected])
     assert _engine_calls(root) == []
@@ -134,7 +134,7 @@ def test_a_workload_directory_instead_of_a_file_is_a_usage_error(
     path = root / "workloads" / "docs.jsonl"
     path.unlink()
     path.mkdir()
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest_subprocess("suites")
     text = _usage_error(result)
     assert "workload 'docs' (workloads/docs.jsonl): cannot read it (Is a directory)" in text
     assert _engine_calls(root) == []
@@ -152,7 +152,7 @@ def test_several_problems_are_listed_together(pytester: pytest.Pytester, watched
     )
     assert "workloads/qa.jsonl" in config
     (root / "specgate.yaml").write_text(config)
-    result = pytester.runpytest("suites", "--workload=docs,qa")
+    result = pytester.runpytest_subprocess("suites", "--workload=docs,qa")
     text = _usage_error(result)
     assert text.count("\n  - ") == 3, text
     result.stderr.fnmatch_lines(
@@ -173,7 +173,7 @@ def test_a_task_without_reference_answers_is_a_usage_error(
     config = (root / "specgate.yaml").read_text()
     config = config.replace("max_new_tokens: 32\n", "max_new_tokens: 32\n    task: span\n", 1)
     (root / "specgate.yaml").write_text(config)
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest_subprocess("suites")
     _usage_error(result)
     result.stderr.fnmatch_lines(
         ["*task 'span' scores against reference answers, but 8 prompt(s) have none (first: 'p0'); map the field*"]
@@ -188,9 +188,9 @@ def test_only_selected_workloads_are_read(pytester: pytest.Pytester, watched_pro
     config = (root / "specgate.yaml").read_text()
     absent = "  absent:\n    path: ../shared/not-here/missing.jsonl\n"
     (root / "specgate.yaml").write_text(config.replace("gate:\n", absent + "gate:\n"))
-    result = pytester.runpytest("suites/test_sla.py", "-k", "samples")
+    result = pytester.runpytest_subprocess("suites/test_sla.py", "-k", "samples")
     subset_passed(result, root)
-    result = pytester.runpytest("suites/test_sla.py", "-k", "samples", "--workload=absent")
+    result = pytester.runpytest_subprocess("suites/test_sla.py", "-k", "samples", "--workload=absent")
     _usage_error(result)
     result.stderr.fnmatch_lines(["*workload 'absent' (*missing.jsonl): the file does not exist*"])
 
@@ -202,7 +202,7 @@ BASELINE = Path("baselines/cpu/fake-pair/docs.json")
 
 def _run_record(pytester: pytest.Pytester, root: Path) -> dict[str, Any]:
     """A real run record of fake-pair/docs (from a healthy run's reports/runs/)."""
-    result = pytester.runpytest("suites/test_sla.py", "-k", "samples")
+    result = pytester.runpytest_subprocess("suites/test_sla.py", "-k", "samples")
     subset_passed(result, root)
     run: dict[str, Any] = json.loads((root / "reports/runs/cpu/fake-pair/docs.json").read_text())
     return run
@@ -238,7 +238,7 @@ def test_a_broken_baseline_is_a_usage_error_before_any_engine_and_is_kept(
     (root / BASELINE).parent.mkdir(parents=True)
     (root / BASELINE).write_text(text)
     for update in ([], ["--update-baselines"]):
-        result = pytester.runpytest("suites", *update)
+        result = pytester.runpytest_subprocess("suites", *update)
         _usage_error(result)
         result.stderr.fnmatch_lines([expected])
         assert _engine_calls(root) == []
@@ -252,9 +252,9 @@ def test_a_baseline_of_an_unselected_pair_is_not_read(
     other = root / "baselines/cpu/other-pair/docs.json"
     other.parent.mkdir(parents=True)
     other.write_text("not json")
-    result = pytester.runpytest("suites/test_sla.py", "-k", "samples")
+    result = pytester.runpytest_subprocess("suites/test_sla.py", "-k", "samples")
     subset_passed(result, root)
-    result = pytester.runpytest("suites/test_sla.py", "-k", "samples", "--pair=other-pair")
+    result = pytester.runpytest_subprocess("suites/test_sla.py", "-k", "samples", "--pair=other-pair")
     _usage_error(result)
     result.stderr.fnmatch_lines(["*other-pair/docs.json: corrupt baseline*"])
 
@@ -306,7 +306,7 @@ def test_a_bad_endpoint_is_a_usage_error_before_any_request(
     needs_module("httpx", "pip install 'specgate[openai]'")
     endpoints, extra, expected = BAD_ENDPOINTS[case]
     root = watched_project(config=SERVED_CONFIG.format(endpoints=endpoints, extra=extra))
-    result = pytester.runpytest("suites")
+    result = pytester.runpytest_subprocess("suites")
     _usage_error(result)
     result.stderr.fnmatch_lines([expected])
     assert _engine_calls(root) == []
@@ -319,9 +319,9 @@ def test_inject_slowdown_on_the_openai_engine_is_a_usage_error(
     needs_module("httpx", "pip install 'specgate[openai]'")
     endpoints = '{ar: "http://127.0.0.1:8001", spec: "http://127.0.0.1:8002"}'
     root = watched_project(config=SERVED_CONFIG.format(endpoints=endpoints, extra=""))
-    result = pytester.runpytest("suites", "--inject-slowdown=0.10")
+    result = pytester.runpytest_subprocess("suites", "--inject-slowdown=0.10")
     _usage_error(result)
     result.stderr.fnmatch_lines(["*--inject-slowdown=0.1: pair 'served' runs on the openai engine*--engine=vllm*"])
     assert _engine_calls(root) == []
-    result = pytester.runpytest("suites", "-k", "nothing", "--co")
+    result = pytester.runpytest_subprocess("suites", "-k", "nothing", "--co")
     assert "--inject-slowdown" not in result.stderr.str()

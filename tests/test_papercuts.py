@@ -36,10 +36,10 @@ def test_benchmark_machine_info_names_the_cpu() -> None:
 
 def test_collect_only_names_no_reports(pytester: pytest.Pytester, gate_project: Callable[..., Path]) -> None:
     gate_project()
-    listed = pytester.runpytest("suites/test_sla.py", "--collect-only", "-p", "no:cacheprovider")
+    listed = pytester.runpytest_subprocess("suites/test_sla.py", "--collect-only", "-p", "no:cacheprovider")
     assert listed.ret == pytest.ExitCode.OK
     listed.stdout.no_fnmatch_line("*specgate reports in*")
-    ran = pytester.runpytest("suites/test_sla.py", "-p", "no:cacheprovider")
+    ran = pytester.runpytest_subprocess("suites/test_sla.py", "-p", "no:cacheprovider")
     ran.stdout.fnmatch_lines(["*specgate reports in *: verdict.json*"])
 
 
