@@ -74,7 +74,8 @@ def test_a_broken_config_fails_only_sessions_that_collect_gate_tests(
 ) -> None:
     root = gate_project()
     pytester.makepyfile(test_user=USER_TESTS.replace("test_nothing_heavy", "nothing_heavy"))
-    (root / "specgate.yaml").write_text("pairs:\n  fake-pair:\n    targte: model\n")
+    broken = "pairs:\n  fake-pair:\n    targte: model\nworkloads:\n  docs: {path: docs.jsonl}\n"
+    (root / "specgate.yaml").write_text(broken)
     unrelated = pytester.runpytest("test_user.py", "-p", "no:cacheprovider")
     assert unrelated.ret == pytest.ExitCode.OK, unrelated.stdout.str()
     unrelated.assert_outcomes(passed=3)
@@ -82,7 +83,7 @@ def test_a_broken_config_fails_only_sessions_that_collect_gate_tests(
 
     gate = pytester.runpytest("suites", "-p", "no:cacheprovider")
     assert gate.ret == pytest.ExitCode.USAGE_ERROR
-    gate.stderr.fnmatch_lines(["*specgate.yaml*'targte'*"])
+    gate.stderr.fnmatch_lines(["*specgate.yaml*targte*unknown key*Did you mean 'target'*"])
     assert not (root / "reports").exists()
 
 

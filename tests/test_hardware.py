@@ -56,7 +56,7 @@ PRODUCTION_SLA = {
     "max_acceptance_drop": 0.05,
     "min_acceptance_rate": 0.5,
 }
-CPU_SLA = {**PRODUCTION_SLA, "p99_ttft_ms": 2500, "min_decode_tokens_per_s": 8}
+CPU_SLA = {**PRODUCTION_SLA, "p99_ttft_ms": 2500, "min_decode_tokens_per_s": 8, "instance_spread": 0.02}
 
 
 # --- nvidia-smi -----------------------------------------------------------------------------------------------
