@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -14,9 +15,14 @@ from typing import Any
 import jsonschema
 import pytest
 import scipy.stats  # noqa: F401 - imported once here: pytester's in-process runs drop modules imported inside them,
+import yaml  # noqa: F401
 
-# and numpy extension modules (scipy imports numpy.fft) cannot be loaded twice in one process; nor can jsonschema's
-# (rpds, a Rust extension), which the schema check below uses inside those runs.
+# and extension modules (numpy's, scipy's, yaml's, torch's) cannot be loaded twice in one process: the second load
+# crashes the interpreter; nor can jsonschema's (rpds, a Rust extension), which the schema check below uses inside
+# those runs. The plugin imports torch only when a run needs it (the CPU backend's check does), so it is imported
+# here when installed.
+with contextlib.suppress(ImportError):  # a served-only install: the runs that would import it are skipped
+    import torch  # noqa: F401
 
 
 pytest_plugins = ["pytester"]

@@ -68,6 +68,8 @@ def stand_ins() -> Iterator[list[str]]:
         for process in processes:
             process.terminate()
             process.wait(timeout=30)
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 def test_a_served_pair_gates_without_torch(pytester: pytest.Pytester, stand_ins: list[str]) -> None:
