@@ -226,3 +226,44 @@ def test_a_merge_request_that_adds_a_pair_records_its_missing_baseline_as_an_art
     assert written.read_bytes() == before  # never over an existing file
     without = pytester.runpytest("suites")
     assert without.ret == pytest.ExitCode.TESTS_FAILED  # without the option a missing baseline still blocks
+
+
+NEW_DRAFT_CONFTEST = """
+import os
+import pytest
+from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.plugin import RUN_KEY
+
+DRAFT = int(os.environ.get("DRAFT", "0"))  # 1: the candidate's new draft accepts other tokens, at the same rate
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    run = config.stash.get(RUN_KEY, None)
+    behaviour = FakeBehaviour(noise_cv=0.01)
+    candidate = FakeBehaviour(noise_cv=0.01, draft=DRAFT)
+    if run is not None:
+        run.engine_factory = lambda name, base: FakeEngine(behaviour, seed=0, per_arm={"spec": candidate})
+"""
+
+
+def test_a_new_draft_of_equal_acceptance_beside_the_reference_passes(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reference mode, a recorded baseline of the released draft, then a candidate with a new draft that accepts as
+    often: beside the reference the comparison extends both arms over the acceptance pool and passes. Before, the
+    candidate was also compared with the stored baseline on the 8 timed prompts it holds: UNKNOWN → BLOCK in every
+    run, with the hint that the pool was spent."""
+    config = REFERENCE_CONFIG.replace(
+        "    max_new_tokens: 32\n", "    max_new_tokens: 80\n    limit: 8\n    acceptance_prompts: 300\n"
+    )
+    root = gate_project(config=config, prompts=300)
+    pytester.makeconftest(NEW_DRAFT_CONFTEST)
+    assert pytester.runpytest("suites", "--update-baselines").ret == pytest.ExitCode.OK
+    monkeypatch.setenv("DRAFT", "1")
+    result = pytester.runpytest("suites")
+    checks = {c["name"]: c for c in _verdict(root)["checks"]}
+    beside = checks["reference:acceptance_rate"]
+    assert beside["passed"] and beside["n"] > 8, beside["message"]  # decided over the pool, beside the reference
+    assert "regression:acceptance_rate" not in checks
+    assert result.ret == pytest.ExitCode.OK, [c["message"] for c in checks.values() if not c["passed"]]

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from specgate.accuracy import SCORED_TASKS
 from specgate.checks import Check, drift, ladder, long_context, resources, sla
-from specgate.checks.regression import latency_keys
-from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
+from specgate.checks.regression import latency_keys, stored_keys
+from specgate.comparison import OUTPUT_DRIFT, TASK_ACCURACY
 
 if TYPE_CHECKING:
     from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
@@ -278,12 +278,8 @@ def spec(name: str) -> CheckSpec:
 
 
 def baseline_keys(plan: MeasurementPlan) -> tuple[str, ...]:
-    """The metrics compared with the stored baseline: in reference mode only acceptance (latency is judged beside
-    the reference); otherwise every latency metric too."""
-    keys = latency_keys(plan, beside=False)
-    if plan.reference is None:
-        return keys
-    return tuple(k for k in keys if split_key(k, plan.released)[1] == ACCEPTANCE)
+    """The metrics compared with the stored baseline (`specgate.checks.regression.stored_keys`)."""
+    return stored_keys(plan)
 
 
 def params(entry: CheckSpec, plans: Sequence[MeasurementPlan]) -> list[str | None]:

@@ -5,8 +5,9 @@ machine's stored baselines.
   against the reference arm of the same name, paired by prompt and round; the outputs and task accuracy of the
   released arm against the reference's.
 - **baseline** (`regression:*`): acceptance, outputs and accuracy against the newest stored run (any machine: they
-  do not depend on it); latency only when no reference is measured beside it, and then only against runs of this
-  machine (same fingerprint) — with at least `min_history_runs` of them, using their between-run spread. Otherwise
+  do not depend on it), acceptance only of arms with no speculative reference arm beside them (`stored_keys`);
+  latency only when no reference is measured beside it, and then only against runs of this machine (same
+  fingerprint) — with at least `min_history_runs` of them, using their between-run spread. Otherwise
   latency is "not comparable", with both machines named and how to fix it; `latency_baseline: required` (the
   default) makes that block, `optional` reports it and passes. Never "REGRESSED" on another machine's numbers.
 """
@@ -29,6 +30,7 @@ from specgate.checks.regression import (
     latency_keys,
     metric_checks,
     output_drift_check,
+    stored_keys,
 )
 from specgate.checks.subject import Results
 from specgate.checks.subject import Subject as Subject  # re-exported: the gate run builds its subjects from here
@@ -104,7 +106,7 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
         stacks = ", ".join(sorted({f"{f.engine} ({f.dtype})" for f in baseline.machines()}))
         mine = record.fingerprint
         reason = f"the baseline was recorded with {stacks}; this run uses {mine.engine} ({mine.dtype})" if mine else ""
-        deterministic = [k for k in keys if split_key(k, plan.released)[1] == ACCEPTANCE] + [OUTPUT_DRIFT]
+        deterministic = [k for k in stored_keys(plan) if split_key(k, plan.released)[1] == ACCEPTANCE] + [OUTPUT_DRIFT]
         results: Results = {
             f"regression:{k}": not_comparable(subject, k, reason, policy, "outputs and acceptance")
             for k in deterministic
@@ -114,7 +116,7 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
         return results
     source = f"baseline {subject.source}"
     results = {}
-    for key in keys:
+    for key in stored_keys(plan):
         arm, name = split_key(key, plan.released)
         if name == ACCEPTANCE:
             results[f"regression:{key}"] = acceptance_check(
@@ -126,7 +128,7 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
                 acceptance_levels(policy, subject.acceptance_steps, record.acceptance_view(arm)),
                 source,
                 arm=arm,
-                hint=subject.pool_hint,
+                hint=_stored_hint(subject, arm),
             )
     if plan.reference is None:
         results.update(_baseline_latency(subject, policy, levels, keys, update))
@@ -153,6 +155,20 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
             arm=released,
         )
     return results
+
+
+def _stored_hint(subject: Subject, arm: str) -> str:
+    """Where more prompts for an undecided acceptance comparison with the stored baseline come from: without a
+    reference, the pool's hint (gate beside a reference); in reference mode (an arm with no speculative reference arm
+    beside it) only the prompts both runs measured count, and the pool is never measured for it."""
+    plan = subject.plan
+    if plan.reference is None:
+        return subject.pool_hint
+    return (
+        f"; against the stored baseline only the prompts both runs measured count, and the acceptance pool is "
+        f"measured only for an arm compared beside a speculative reference arm: give {arm} one (a speculative arm "
+        f"of the same name in the reference pair {plan.reference})"
+    )
 
 
 def _baseline_latency(

@@ -73,6 +73,32 @@ def latency_keys(plan: MeasurementPlan, *, beside: bool) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def judged_beside(plan: MeasurementPlan, arm: str) -> bool:
+    """Whether a speculative candidate arm's acceptance is judged beside a speculative reference arm
+    (`reference:acceptance_rate`): the released draft measured in the same run, on the same timed prompts and, while
+    undecided, over the same acceptance pool, in the same runtime."""
+    reference = dict(plan.beside).get(arm)
+    return reference is not None and plan.arm(arm).speculative and plan.arm(reference).speculative
+
+
+def stored_keys(plan: MeasurementPlan) -> tuple[str, ...]:
+    """The metrics compared with the stored baseline (`regression:*`). Without a reference: every latency metric
+    and acceptance. In reference mode latency is judged beside the reference, and so is the acceptance of an arm
+    with a speculative reference arm beside it: the stored run holds only the prompts it measured (its timed ones,
+    unless it needed the pool), so a new draft compared with it on those could never be told from the old one
+    while the comparison beside the reference extends both arms over the pool. Only the acceptance of an arm with
+    no speculative reference arm beside it is compared with the stored baseline."""
+    keys = latency_keys(plan, beside=False)
+    if plan.reference is None:
+        return keys
+    kept = []
+    for key in keys:
+        arm, name = split_key(key, plan.released)
+        if name == ACCEPTANCE and not judged_beside(plan, arm):
+            kept.append(key)
+    return tuple(kept)
+
+
 def statistical(key: str) -> bool:
     """Whether a key's comparison counts in the run's family (latency, tail, speedup; not acceptance)."""
     return split_key(key)[1] in METRICS or split_key(key)[1] == "tpot_ms"
