@@ -598,26 +598,23 @@ def test_a_rung_the_run_only_times_is_not_scored_and_blocks(pytester: pytest.Pyt
     assert unscored == {"kv-int4", "w-int8", "w-int2"}
     assert not (ladder_project / "baselines" / "cpu" / "fake-pair").exists()
     # with a workload that scores the rungs beside it, they are scored: w-int2 is rolled back on its answers
-    both = pytester.runpytest("suites/test_ladder.py", "--workload=docs,math", "-v")
-    both.stdout.fnmatch_lines(
-        [
-            "*test_ladder_step_keeps_accuracy?fake-pair-math-w-int2? FAILED*",
-            "*test_ladder_step_is_scored_in_the_run?fake-pair-docs-w-int2? PASSED*",
-        ]
-    )
+    assert pytester.runpytest("suites/test_ladder.py", "--workload=docs,math").ret == pytest.ExitCode.TESTS_FAILED
+    checks = json.loads((ladder_project / "reports" / "verdict.json").read_text())["checks"]
+    judged = {(c["name"], c["workload"], c["arm"]): c["passed"] for c in checks}
+    assert judged[("ladder_scored", "docs", "w-int2")] and not judged[("ladder_accuracy", "math", "w-int2")]
 
 
 def test_a_rung_meant_to_be_lossless_is_gated_on_output_agreement(
     pytester: pytest.Pytester, ladder_project: Path
 ) -> None:
-    """kv-int4 declared `lossless: true` changes a quarter of its greedy outputs without moving perplexity: scored on
-    perplexity alone, it passed before; now its output agreement with full precision blocks it, on the speed
-    workload too. w-int8 (quantized weights, not declared) is not held to agreement."""
+    """kv-int4 declared `lossless: true` changes some of its greedy outputs (2 of the 8 documents) without moving
+    perplexity: scored on perplexity alone, it passed before; now its output agreement with full precision blocks
+    it, on the speed workload too. w-int8 (quantized weights, not declared) is not held to agreement."""
     config = ladder_project / "specgate.yaml"
     text = config.read_text()
     config.write_text(text.replace("steps: [kv-int4,", "steps: [{arm: kv-int4, lossless: true},"))
     _set_behaviour(
-        ladder_project, '"kv-int4": FakeBehaviour(perplexity=10.2)', '"kv-int4": FakeBehaviour(wrong_share=0.25)'
+        ladder_project, '"kv-int4": FakeBehaviour(perplexity=10.2)', '"kv-int4": FakeBehaviour(wrong_share=0.5)'
     )
     result = pytester.runpytest("suites/test_ladder.py", "--workload=docs,long")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
