@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "suites" / "workloads" / "ref_fields.jsonl"
-PROBLEMS = 80
+PROBLEMS = 240
 SEED = 20261202
 INSTRUCTION = "Read the record below and answer the question with the exact value from the record, nothing else."
 
@@ -215,8 +215,11 @@ def problems(count: int = PROBLEMS, seed: int = SEED) -> list[dict[str, str]]:
     rows = []
     for index in range(count):
         kind = list(KINDS)[index % len(KINDS)]
-        questions = KINDS[kind](rng)
-        record, question, answer = questions[(index // len(KINDS)) % len(questions)]
+        while True:  # an answer found twice in its record (a town that is also in a company's name): draw again
+            questions = KINDS[kind](rng)
+            record, question, answer = questions[(index // len(KINDS)) % len(questions)]
+            if record.count(answer) == 1:
+                break
         prompt = f"{INSTRUCTION}\n\n{record}\n\nQuestion: {question}"
         rows.append({"id": f"{kind}-{index:02d}", "prompt": prompt, "reference": answer})
     return rows

@@ -7,8 +7,9 @@ Three tasks, one scorer each:
   character-level F1 of the official CMRC2018 script as a softer measure (:func:`span_f1`).
 - ``summary``: ROUGE-L F-measure (:func:`score_rouge`) from Google's ``rouge-score``; character-level for Chinese.
 
-:func:`score_outputs` scores a workload's outputs into a :class:`TaskAccuracy`; :func:`compare_accuracy` judges
-a drop against the baseline (the seeds' rule: block when accuracy falls more than 3 points absolute).
+:func:`score_outputs` scores a workload's outputs into a :class:`TaskAccuracy`; :func:`decide_accuracy` judges
+a drop against the baseline: block when accuracy falls more than the limit (3 points absolute) and the exact McNemar
+test tells the fall from chance (p ≤ 0.05); a fall beyond the limit it cannot tell is UNDECIDED and passes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Any, Literal
 
 from specgate.errors import ConfigError
@@ -283,27 +285,95 @@ def mcnemar_p(baseline: TaskAccuracy, current: TaskAccuracy) -> tuple[float, int
     return float(stats.binomtest(broken, broken + fixed, 0.5).pvalue), len(common), fixed, broken
 
 
-def compare_accuracy(baseline: TaskAccuracy, current: TaskAccuracy, max_drop: float = 0.03) -> tuple[bool, str]:
-    """Block when accuracy fell more than ``max_drop`` (absolute, 0.03 = 3 points) below the baseline's.
+# A drop beyond the limit blocks only when the exact McNemar test tells it from chance at this level (two-sided). Under
+# no change in accuracy each changed answer is as likely fixed as broken, so a drop is told from chance with
+# probability ≤ α/2 = 2.5 % whatever share of the answers flip: that bounds the rule's false-block rate
+# (scripts/accuracy_rule_rates.py tabulates it on the shipped probes). A drop beyond the limit that the test cannot
+# tell from chance is UNDECIDED: it passes, saying how many problems would decide it.
+ACCURACY_ALPHA = 0.05
 
-    The message carries both accuracies, n, the drop and, for binary tasks, the exact McNemar p-value on the
-    per-prompt pairs: evidence of how surely the change is real, not part of the rule. No scored prompt blocks.
-    """
+
+@dataclass(frozen=True, slots=True)
+class AccuracyDecision:
+    """The accuracy rule's outcome: PASS (drop within the limit), REGRESSED (beyond it and told from chance, or no
+    paired test to tell: blocks), UNDECIDED (beyond it, not told from chance: passes, `problems_needed` would
+    decide), BLOCK (nothing scored)."""
+
+    outcome: Literal["PASS", "REGRESSED", "UNDECIDED", "BLOCK"]
+    drop: float
+    p_value: float | None = None
+    problems_needed: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome in ("PASS", "UNDECIDED")
+
+
+def problems_needed(broken: int, fixed: int, common: int, alpha: float = ACCURACY_ALPHA) -> int | None:
+    """About how many problems would tell a drop of the size seen from chance at `alpha` (two-sided), if answers
+    change as often as here: McNemar's statistic (b − f) / √(b + f) reaches z_{1−α/2} once n ≥ d·z² / δ², d the share
+    of changed answers and δ the drop. None when nothing dropped."""
+    if common <= 0 or broken <= fixed:
+        return None
+    discordance, drop = (broken + fixed) / common, (broken - fixed) / common
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    return max(common + 1, math.ceil(discordance * z * z / (drop * drop)))
+
+
+def decide_accuracy(
+    baseline: TaskAccuracy, current: TaskAccuracy, max_drop: float = 0.03, alpha: float = ACCURACY_ALPHA
+) -> AccuracyDecision:
+    """The accuracy rule: PASS when accuracy fell at most `max_drop` (absolute) below the baseline's; beyond it,
+    REGRESSED when the exact McNemar test on the problems both scored gives p ≤ `alpha`, else UNDECIDED. When the
+    two scored different problems (a probe that grew), the drop is taken on the problems both scored. A task that
+    is not binary (ROUGE) or results with no problem in common have no paired test: a drop beyond the limit is taken
+    as real (fail closed)."""
     if baseline.task != current.task:
         raise ValueError(f"cannot compare task {current.task!r} with a baseline of task {baseline.task!r}")
     if not 0.0 <= max_drop < 1.0:
         raise ValueError(f"max_drop={max_drop!r} must lie in [0, 1), e.g. 0.03 for 3 points")
-    if current.n == 0:
-        return False, f"BLOCK: no {current.task} prompt with a reference was scored, so accuracy is unknown"
     drop = baseline.accuracy - current.accuracy
-    passed = drop <= max_drop + 1e-12
-    sign = "≤" if passed else ">"
+    if current.n == 0:
+        return AccuracyDecision("BLOCK", drop)
+    shared = baseline.per_prompt.keys() & current.per_prompt.keys()
+    if shared and (len(shared) < baseline.n or len(shared) < current.n):  # a probe that grew: the problems both scored
+        drop = math.fsum(baseline.per_prompt[p] - current.per_prompt[p] for p in shared) / len(shared)
+    if drop <= max_drop + 1e-12:
+        return AccuracyDecision("PASS", drop)
+    test = mcnemar_p(baseline, current)
+    if test is None:
+        return AccuracyDecision("REGRESSED", drop)
+    p, common, fixed, broken = test
+    if p <= alpha:
+        return AccuracyDecision("REGRESSED", drop, p)
+    return AccuracyDecision("UNDECIDED", drop, p, problems_needed(broken, fixed, common, alpha))
+
+
+def compare_accuracy(baseline: TaskAccuracy, current: TaskAccuracy, max_drop: float = 0.03) -> tuple[bool, str]:
+    """`decide_accuracy` in words: (passed, message). The message carries both accuracies, n, the drop and, for
+    binary tasks, the exact McNemar p-value on the per-prompt pairs; an UNDECIDED drop says how many problems would
+    decide it. No scored prompt blocks."""
+    decision = decide_accuracy(baseline, current, max_drop)
+    if decision.outcome == "BLOCK":
+        return False, f"BLOCK: no {current.task} prompt with a reference was scored, so accuracy is unknown"
+    sign = "≤" if decision.outcome == "PASS" else ">"
+    shared = len(baseline.per_prompt.keys() & current.per_prompt.keys())
+    on = f" on the {shared} problems both scored" if shared and shared < max(baseline.n, current.n) else ""
+    head = {"PASS": "", "REGRESSED": "REGRESSED: ", "UNDECIDED": "UNDECIDED (passes): "}[decision.outcome]
     message = (
-        f"{current.task} accuracy {current.accuracy:.1%} vs baseline {baseline.accuracy:.1%}: drop "
-        f"{drop * 100:.1f} pts {sign} max {max_drop * 100:.1f} pts (n={current.n}, baseline n={baseline.n}"
+        f"{head}{current.task} accuracy {current.accuracy:.1%} vs baseline {baseline.accuracy:.1%}: drop "
+        f"{decision.drop * 100:.1f} pts{on} {sign} max {max_drop * 100:.1f} pts (n={current.n}, baseline n={baseline.n}"
         f"{_paired_evidence(baseline, current)})"
     )
-    return passed, message
+    if decision.outcome == "REGRESSED":
+        told = "no paired test" if decision.p_value is None else f"McNemar p ≤ {ACCURACY_ALPHA}"
+        message += f"; told from chance ({told})"
+    elif decision.outcome == "UNDECIDED":
+        message += (
+            f"; not told from chance (McNemar p > {ACCURACY_ALPHA}): ≈ {decision.problems_needed} problems would "
+            "decide a drop of this size"
+        )
+    return decision.passed, message
 
 
 def _paired_evidence(baseline: TaskAccuracy, current: TaskAccuracy) -> str:

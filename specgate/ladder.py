@@ -9,35 +9,33 @@ with `perplexity: true`; the engine scores each document through the arm's own K
 KV bytes per token the model's shape at the arm's KV-cache precision.
 
 A rung's verdict: ROLL BACK when perplexity rose more than its `max_perplexity_rise`, or accuracy fell more than its
-`max_accuracy_drop` and the exact McNemar test tells the fall from chance (p ≤ 0.05); UNDECIDED (it blocks too: the
-gate fails closed) when accuracy fell more than the limit on too few changed answers to tell (one answer of 12
-flipped is 8 points, p = 1); NOT WORTH IT when it is not `min_speed_gain` faster than the rung below (judged only
-where the workload gates speed); else PASS. Everything here is a pure function of the measurement.
+`max_accuracy_drop` and the exact McNemar test tells the fall from chance (p ≤ 0.05: the accuracy rule of
+`specgate.accuracy.decide_accuracy`, which an equal-accuracy rung fails with probability ≤ 2.5 %); UNDECIDED when
+accuracy fell more than the limit on too few changed answers to tell (one answer of 12 flipped is 8 points, p = 1):
+it does not block, and says how many problems would decide it; NOT WORTH IT when it is not `min_speed_gain` faster
+than the rung below (judged only where the workload gates speed); else PASS. Everything here is a pure function of
+the measurement.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from specgate.accuracy import TaskAccuracy, mcnemar_p
+from specgate.accuracy import ACCURACY_ALPHA, TaskAccuracy, mcnemar_p, problems_needed
 from specgate.config.optimisation import LadderLimits, Optimisation
 from specgate.measure.metrics import ArmSummary, bootstrap_interval, measure_speedup
 from specgate.measure.perplexity import Perplexity
 from specgate.measure.protocol import Measurement
+from specgate.plan import MeasurementPlan
 
 FULL = "full precision"
 PASS = "PASS"
 ROLL_BACK = "ROLL BACK"
 UNDECIDED = "UNDECIDED"
 NOT_WORTH_IT = "NOT WORTH IT"
-# An accuracy drop is taken as real when the exact McNemar test rejects at this level. With no answer fixed it
-# takes 6 broken ones (two-sided p = 2 / 2**6 = 0.031): `MIN_BROKEN`.
-ACCURACY_ALPHA = 0.05
-MIN_BROKEN = 6
 # Bytes per element of a quantized KV cache, scales and zero points included (optimum-quanto: one float scale and
 # one zero point per group of 64 values; vLLM's fp8: one scale per layer).
 KV_BYTES = {
@@ -217,8 +215,8 @@ def judge_row(
     row: LadderRow, limits: LadderLimits, *, gate_speed: bool, failed: int = 0
 ) -> tuple[str, tuple[str, ...]]:
     """A rung's verdict and why: ROLL BACK (perplexity beyond its limit, accuracy beyond it with McNemar p ≤
-    `ACCURACY_ALPHA`, or failed requests), UNDECIDED (accuracy beyond its limit on too few changed answers to tell),
-    NOT WORTH IT (slower than `min_speed_gain` over the rung below, where speed is gated), else PASS."""
+    `ACCURACY_ALPHA`, or failed requests), UNDECIDED (accuracy beyond its limit on too few changed answers to tell:
+    not a block), NOT WORTH IT (slower than `min_speed_gain` over the rung below, where speed is gated), else PASS."""
     blocks, undecided, slow = [], [], []
     if failed:
         blocks.append(f"{failed} requests failed")
@@ -227,7 +225,7 @@ def judge_row(
         if accuracy_drop_is_real(row):
             blocks.append(fell + ("" if row.mcnemar_p is None else f" (McNemar p={row.mcnemar_p:.2g})"))
         else:
-            undecided.append(f"{fell}, not told from chance: {too_few_answers(row, limits)}")
+            undecided.append(f"{fell}, not told from chance: {too_few_answers(row)}")
     if row.perplexity_rise is not None and row.perplexity_rise > limits.max_perplexity_rise:
         blocks.append(f"perplexity rise {row.perplexity_rise:+.2f} > {limits.max_perplexity_rise:.2f}")
     if gate_speed and row.speed_gain is not None and row.speed_gain < limits.min_speed_gain:
@@ -246,14 +244,28 @@ def accuracy_drop_is_real(row: LadderRow) -> bool:
     return row.mcnemar_p is None or row.mcnemar_p <= ACCURACY_ALPHA
 
 
-def too_few_answers(row: LadderRow, limits: LadderLimits) -> str:
-    """Why an accuracy drop beyond the limit is undecided, and how many problems would decide a drop of the limit."""
-    needed = math.ceil(MIN_BROKEN / max(limits.max_accuracy_drop, 1e-9))
+def too_few_answers(row: LadderRow) -> str:
+    """Why an accuracy drop beyond the limit is undecided, and about how many problems would decide it."""
+    common = row.accuracy_n
+    needed = problems_needed(row.broken, row.fixed, common)
+    more = "" if needed is None else f"; ≈ {needed} problems would tell a drop of this size from chance"
     return (
-        f"{row.broken} broken, {row.fixed} fixed of {row.accuracy_n} problems, McNemar p={row.mcnemar_p:.2g}; a drop "
-        f"of {limits.max_accuracy_drop * 100:.1f} pts shows at p ≤ {ACCURACY_ALPHA} only over ≥ {needed} problems "
-        f"({MIN_BROKEN} broken answers at least)"
+        f"{row.broken} broken, {row.fixed} fixed of {common} problems, McNemar p={row.mcnemar_p:.2g} > "
+        f"{ACCURACY_ALPHA}{more} (score the step on a larger probe)"
     )
+
+
+def meant_lossless(plan: MeasurementPlan, arm: str) -> bool:
+    """Whether ladder step `arm` must reproduce full precision's greedy outputs: its `lossless:` when set, else
+    whether it differs from full precision (the plain arm) only in its speculation."""
+    step = next((s for s in plan.ladder if s.arm == arm), None)
+    if step is None:
+        return False
+    if step.limits.lossless is not None:
+        return step.limits.lossless
+    mine, full = plan.arm(arm), plan.arm(plan.plain)
+    plain = replace(mine, speculation=None, slowdown=full.slowdown)  # --inject-slowdown is not a change of outputs
+    return plain.configuration() == full.configuration()
 
 
 def worst(verdicts: Sequence[str]) -> str:

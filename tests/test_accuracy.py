@@ -13,8 +13,10 @@ from conftest import needs, needs_module
 from specgate.accuracy import (
     TaskAccuracy,
     compare_accuracy,
+    decide_accuracy,
     extract_number,
     mcnemar_p,
+    problems_needed,
     reference_answers,
     score_numeric,
     score_outputs,
@@ -188,24 +190,52 @@ def _result(correct: list[int], task: str = "numeric") -> TaskAccuracy:
     return TaskAccuracy(task, len(correct), float(sum(correct)), sum(correct) / len(correct), per_prompt)
 
 
-def test_a_drop_beyond_three_points_blocks_with_the_evidence() -> None:
+def test_a_drop_beyond_three_points_blocks_when_mcnemar_tells_it_from_chance() -> None:
     from scipy import stats
 
     baseline = _result([1] * 40 + [0] * 10)
-    current = _result([0] * 6 + [1] * 34 + [1] * 1 + [0] * 9)  # 6 broken, 1 fixed: 80 % → 70 %
+    current = _result([0] * 8 + [1] * 32 + [0] * 10)  # 8 broken, none fixed: 80 % → 64 %
     passed, message = compare_accuracy(baseline, current)
     assert not passed
-    p = stats.binomtest(6, 7, 0.5).pvalue
-    assert mcnemar_p(baseline, current) == (pytest.approx(p), 50, 1, 6)
-    assert "numeric accuracy 70.0% vs baseline 80.0%: drop 10.0 pts > max 3.0 pts" in message
+    p = stats.binomtest(8, 8, 0.5).pvalue
+    assert mcnemar_p(baseline, current) == (pytest.approx(p), 50, 0, 8)
+    assert message.startswith("REGRESSED: numeric accuracy 64.0% vs baseline 80.0%: drop 16.0 pts > max 3.0 pts")
     assert "n=50, baseline n=50" in message
-    assert f"McNemar exact p={p:.2g} on 50 common prompts: 6 broken, 1 fixed" in message
+    assert f"McNemar exact p={p:.2g} on 50 common prompts: 8 broken, 0 fixed" in message
+
+
+def test_a_drop_beyond_the_limit_that_mcnemar_cannot_tell_from_chance_is_undecided_and_says_how_many_problems() -> None:
+    """6 broken, 1 fixed of 50: a 10-point drop with p = 0.125. Before, blocked on the point estimate; now it passes
+    as UNDECIDED, with about how many problems would tell a drop of that size from chance at this discordance."""
+    baseline = _result([1] * 40 + [0] * 10)
+    current = _result([0] * 6 + [1] * 34 + [1] * 1 + [0] * 9)
+    decision = decide_accuracy(baseline, current)
+    assert decision.outcome == "UNDECIDED" and decision.passed and decision.p_value == pytest.approx(0.125)
+    # d = 7/50 changed, δ = 5/50 dropped: n ≥ d·1.96² / δ² = 0.14 × 3.84 / 0.01 ≈ 54
+    assert decision.problems_needed == 54 == problems_needed(6, 1, 50)
+    passed, message = compare_accuracy(baseline, current)
+    assert passed and message.startswith("UNDECIDED (passes): numeric accuracy 70.0% vs baseline 80.0%")
+    assert "not told from chance (McNemar p > 0.05): ≈ 54 problems would decide a drop of this size" in message
+    assert problems_needed(0, 3, 50) is None  # nothing dropped
+
+
+def test_a_probe_that_grew_is_compared_on_the_problems_both_scored() -> None:
+    """A baseline of the 12 first problems, a run of 240 whose new ones are harder: the same answers on the 12 are no
+    drop (the accuracies of different problem sets are not compared)."""
+    baseline = _result([1] * 12)
+    current = _result([1] * 12 + [1, 0] * 114)
+    decision = decide_accuracy(baseline, current)
+    assert decision.outcome == "PASS" and decision.drop == 0.0
+    passed, message = compare_accuracy(baseline, current)
+    assert passed and "drop 0.0 pts on the 12 problems both scored ≤ max 3.0 pts" in message
 
 
 def test_the_drop_limit_is_inclusive_and_identical_results_pass() -> None:
     baseline = _result([1] * 80 + [0] * 20)
     assert compare_accuracy(baseline, _result([0] * 3 + [1] * 77 + [0] * 20))[0]  # exactly 3 points
-    assert not compare_accuracy(baseline, _result([0] * 4 + [1] * 76 + [0] * 20))[0]
+    assert decide_accuracy(baseline, _result([0] * 3 + [1] * 77 + [0] * 20)).outcome == "PASS"
+    assert decide_accuracy(baseline, _result([0] * 4 + [1] * 76 + [0] * 20)).outcome == "UNDECIDED"  # p = 0.125
+    assert decide_accuracy(baseline, _result([0] * 6 + [1] * 74 + [0] * 20)).outcome == "REGRESSED"  # p = 0.031
     passed, message = compare_accuracy(baseline, baseline)
     assert passed
     assert "McNemar exact p=1 on 100 common prompts: 0 broken, 0 fixed" in message
@@ -232,11 +262,20 @@ SUITE_WORKLOADS = Path(__file__).resolve().parents[1] / "suites" / "workloads"
 
 
 def test_shipped_math_workload_loads_and_its_references_are_numbers() -> None:
+    import importlib.util
+
     from specgate.config import WorkloadConfig
     from specgate.measure.workloads import load_workload
 
+    script = Path(__file__).resolve().parents[1] / "scripts" / "make_ref_math.py"
+    spec = importlib.util.spec_from_file_location("make_ref_math", script)
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    shipped = [json.loads(line) for line in (SUITE_WORKLOADS / "ref_math.jsonl").read_text().splitlines()]
+    assert shipped == generator.problems()  # what scripts/make_ref_math.py writes (seeded)
     prompts = load_workload(WorkloadConfig("ref_math", SUITE_WORKLOADS / "ref_math.jsonl", task="numeric"))
-    assert len(prompts) == 12
+    assert len(prompts) == 240 and len({p.id for p in prompts}) == 240
     assert {p.id[:3] for p in prompts} == {"en-", "zh-"}
     for prompt in prompts:
         assert prompt.reference is not None
@@ -278,7 +317,7 @@ def test_shipped_field_workload_is_the_generators_output_and_each_answer_is_one_
     shipped = [json.loads(line) for line in (SUITE_WORKLOADS / "ref_fields.jsonl").read_text().splitlines()]
     assert shipped == generator.problems()
     prompts = load_workload(WorkloadConfig("ref_fields", SUITE_WORKLOADS / "ref_fields.jsonl", task="span"))
-    assert len(prompts) == 80 and len({p.id.split("-")[0] for p in prompts}) == 5
+    assert len(prompts) == 240 and len({p.id.split("-")[0] for p in prompts}) == 5
     for prompt in prompts:
         record = prompt.text.split("\n\n")[1]
         answer = str(prompt.reference)

@@ -288,8 +288,9 @@ def test_vllm_arms_map_to_its_own_arguments() -> None:
 
 
 def test_an_accuracy_drop_on_too_few_changed_answers_is_undecided_not_rolled_back() -> None:
-    """One flipped answer of 12 is an 8-point drop that McNemar cannot tell from chance (p = 1): the rung blocks
-    (fail closed) as UNDECIDED with the number of problems a 3-point drop needs, not as a measured loss."""
+    """One flipped answer of 12 is an 8-point drop that McNemar cannot tell from chance (p = 1): the rung is
+    UNDECIDED (it does not block) with about how many problems would tell such a drop from chance, not a measured
+    loss; 6 broken of 40 is told from chance and rolled back."""
     from specgate.checks import DRIFT, check
     from specgate.checks.advice import advise
 
@@ -297,15 +298,13 @@ def test_an_accuracy_drop_on_too_few_changed_answers_is_undecided_not_rolled_bac
     flipped = LadderRow(1, "w", "", "ar", "", accuracy_drop=1 / 12, accuracy_n=12, mcnemar_p=1.0, broken=1, fixed=0)
     verdict, reasons = judge_row(flipped, limits, gate_speed=True)
     assert verdict == UNDECIDED
-    assert "1 broken, 0 fixed of 12 problems, McNemar p=1" in reasons[0] and "≥ 200 problems" in reasons[0]
+    assert "1 broken, 0 fixed of 12 problems, McNemar p=1 > 0.05" in reasons[0]
+    assert "≈ 47 problems would tell a drop of this size from chance" in reasons[0]  # d = δ = 1/12: 12 × 3.84
     real = LadderRow(1, "w", "", "ar", "", accuracy_drop=6 / 40, accuracy_n=40, mcnemar_p=0.031, broken=6, fixed=0)
     assert judge_row(real, limits, gate_speed=True)[0] == ROLL_BACK
     assert worst([NOT_WORTH_IT, UNDECIDED, PASS]) == UNDECIDED and worst([UNDECIDED, ROLL_BACK]) == ROLL_BACK
-    details = {"ladder": True, "step": "w", "undecided": True}
-    undecided = check("ladder_accuracy", ("p", "math"), DRIFT, False, "UNKNOWN → BLOCK: step 1 w", details=details)
     rolled = check("ladder_accuracy", ("p", "gsm"), DRIFT, False, "ROLL BACK: step 1 w", details={"ladder": True})
-    advice = advise([undecided, rolled], [], "cpu")
-    assert any(a.startswith("score ladder step(s) w of p/math on more reference problems") for a in advice), advice
+    advice = advise([rolled], [], "cpu")
     assert any(a.startswith("roll back ladder step(s)") and "p/gsm" in a for a in advice), advice
 
 
@@ -490,3 +489,160 @@ def test_a_step_whose_perplexity_rose_over_its_stored_self_blocks_and_so_does_a_
     broken = judged(BaselineError("b.json: corrupt baseline"))
     assert not broken.passed and broken.message == "BLOCK: b.json: corrupt baseline"
     assert broken.details["outcome"] == UNUSABLE_BASELINE
+
+
+EQUAL_ACCURACY_CONFIG = """
+pairs:
+  fake-pair:
+    target: model
+    speculation: {method: prompt_lookup, num_tokens: 4}
+    default: true
+    arms:
+      w-int8: {speculation: null, weights: {dtype: int8}}
+    ladder:
+      steps: [w-int8]
+workloads:
+  math:
+    path: workloads/math.jsonl
+    task: numeric
+    gate_speed: false
+    repetitions: 1
+    max_new_tokens: MAX_NEW_TOKENS
+    default: true
+gate:
+  repetitions: 2
+  warmup: 1
+  min_samples: 4
+""".replace("MAX_NEW_TOKENS", str(MAX_NEW_TOKENS))
+
+# w-int8 answers 10 % of the problems differently from full precision (FakeBehaviour.wrong_share): its final token
+# is one more than full precision's on those.
+FLIPPING_CONFTEST = """
+import pytest
+from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.plugin import RUN_KEY
+
+PER_ARM = {"w-int8": FakeBehaviour(tpot_ms=14.0, ttft_ms=250.0, wrong_share=0.1)}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.engine_factory = lambda name, base: FakeEngine(FakeBehaviour(), seed=3, per_arm=PER_ARM)
+"""
+
+
+def _flipped(prompt_id: str, share: float = 0.1) -> bool:
+    """Whether FakeBehaviour(wrong_share=share) answers this problem differently (as the fake engine draws it)."""
+    import numpy as np
+
+    return bool(np.random.default_rng([zlib.crc32(prompt_id.encode()), 11]).random() < share)
+
+
+def test_an_equal_accuracy_rung_that_flips_answers_is_undecided_and_passes(
+    pytester: pytest.Pytester, gate_project: Callable[..., Path]
+) -> None:
+    """A rung with no accuracy cost that changes 10 % of the answers (as many fixed as broken, give or take chance):
+    on 200 problems it happens to break 4 points more than it fixes, which McNemar cannot tell from chance. Before,
+    the point estimate beyond 3 points made it UNDECIDED → BLOCK (and the same greedy outputs block every run); now
+    it passes, saying how many problems would decide a drop of that size."""
+    root = gate_project(config=EQUAL_ACCURACY_CONFIG)
+    ids = [f"m{i}" for i in range(200)]
+    flipped = [pid for pid in ids if _flipped(pid)]
+    broken = (len(flipped) + 8) // 2  # broken − fixed ≥ 7 answers of 200: a drop beyond 3 points
+    fixed = len(flipped) - broken
+    from scipy import stats
+
+    assert fixed > 0 and stats.binomtest(broken, len(flipped), 0.5).pvalue > 0.05  # not told from chance
+    wrong_in_full = set(flipped[broken:])  # full precision answers these wrongly, the rung (one more) rightly
+    problems = [
+        {
+            "id": pid,
+            "prompt": f"problem {pid}",
+            "reference": str(_answer(pid) % 1000 + 1 if pid in wrong_in_full else _answer(pid)),
+        }
+        for pid in ids
+    ]
+    (root / "workloads" / "math.jsonl").write_text("\n".join(json.dumps(p) for p in problems) + "\n")
+    pytester.makeconftest(FLIPPING_CONFTEST)
+    result = pytester.runpytest("suites/test_ladder.py", "-k", "keeps_accuracy", "-v")
+    result.stdout.fnmatch_lines(["*test_ladder_step_keeps_accuracy?fake-pair-math-w-int8? PASSED*"])
+    verdict = json.loads((root / "reports" / "verdict.json").read_text())
+    check = next(c for c in verdict["checks"] if c["name"] == "ladder_accuracy")
+    row = next(r for r in evaluation_of(verdict, "fake-pair", "math")["ladder"] if r["arm"] == "w-int8")
+    assert (row["broken"], row["fixed"], row["verdict"]) == (broken, fixed, UNDECIDED)
+    assert check["passed"] and check["message"].startswith("UNDECIDED (passes): step 1 w-int8"), check["message"]
+    assert "problems would tell a drop of this size from chance" in check["message"]
+
+
+def test_a_rung_the_run_only_times_is_not_scored_and_blocks(pytester: pytest.Pytester, ladder_project: Path) -> None:
+    """Only the speed workload selected, and w-int2 answers every problem wrong: before, the ladder judged it on speed
+    alone (output agreement shown, never judged), the run passed and its baseline was written; now every rung is
+    "not scored" and the run blocks without writing a baseline."""
+    _set_behaviour(ladder_project, "wrong_share=0.5", "wrong_share=1.0")
+    result = pytester.runpytest("suites", "--workload=docs", "--update-baselines")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED fake-pair/docs/ladder_scored?w-int2?: BLOCK: ladder step w-int2 not scored: *",
+            "RECOMMENDATION: score ladder step(s) kv-int4, w-int8, w-int2 of fake-pair/docs in the same run: *",
+        ]
+    )
+    verdict = json.loads((ladder_project / "reports" / "verdict.json").read_text())
+    unscored = {c["arm"] for c in verdict["checks"] if c["name"] == "ladder_scored" and not c["passed"]}
+    assert unscored == {"kv-int4", "w-int8", "w-int2"}
+    assert not (ladder_project / "baselines" / "cpu" / "fake-pair").exists()
+    # with a workload that scores the rungs beside it, they are scored: w-int2 is rolled back on its answers
+    assert pytester.runpytest("suites/test_ladder.py", "--workload=docs,math").ret == pytest.ExitCode.TESTS_FAILED
+    checks = json.loads((ladder_project / "reports" / "verdict.json").read_text())["checks"]
+    judged = {(c["name"], c["workload"], c["arm"]): c["passed"] for c in checks}
+    assert judged[("ladder_scored", "docs", "w-int2")] and not judged[("ladder_accuracy", "math", "w-int2")]
+
+
+def test_a_rung_meant_to_be_lossless_is_gated_on_output_agreement(
+    pytester: pytest.Pytester, ladder_project: Path
+) -> None:
+    """kv-int4 declared `lossless: true` changes some of its greedy outputs (2 of the 8 documents) without moving
+    perplexity: scored on perplexity alone, it passed before; now its output agreement with full precision blocks
+    it, on the speed workload too. w-int8 (quantized weights, not declared) is not held to agreement."""
+    config = ladder_project / "specgate.yaml"
+    text = config.read_text()
+    config.write_text(text.replace("steps: [kv-int4,", "steps: [{arm: kv-int4, lossless: true},"))
+    _set_behaviour(
+        ladder_project, '"kv-int4": FakeBehaviour(perplexity=10.2)', '"kv-int4": FakeBehaviour(wrong_share=0.5)'
+    )
+    result = pytester.runpytest("suites/test_ladder.py", "--workload=docs,long")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    verdict = json.loads((ladder_project / "reports" / "verdict.json").read_text())
+    perplexity = next(c for c in verdict["checks"] if c["name"] == "ladder_perplexity" and c["arm"] == "kv-int4")
+    assert perplexity["passed"]  # what judged it before: its perplexity did not move
+    agreement = [c for c in verdict["checks"] if c["name"] == "ladder_agreement"]
+    assert {(c["workload"], c["arm"]) for c in agreement} == {("docs", "kv-int4"), ("long", "kv-int4")}
+    failed = next(c for c in agreement if c["workload"] == "docs")
+    assert not failed["passed"] and 0.1 < failed["observed"] < 0.4, failed["message"]
+    assert "is meant to be lossless" in failed["message"] and "drift SLA 0.3%" in failed["message"]
+
+
+def test_a_speculation_rung_is_lossless_by_default_and_a_quantized_one_is_not() -> None:
+    from specgate.config import Speculation
+    from specgate.config.optimisation import KvCache, Optimisation
+    from specgate.ladder import meant_lossless
+    from specgate.plan import Arm, LadderStep, MeasurementPlan
+
+    full = Arm("ar", "ar", "p", False, "model", None, "float32")
+    pld = Arm("spec", "spec", "p", False, "model", Speculation("prompt_lookup", 3), "float32", slowdown=0.1)
+    kv = Arm(
+        "kv", "kv", "p", False, "model", None, "float32", optimisation=Optimisation(kv_cache=KvCache("int4", "quanto"))
+    )
+    half = Arm("bf16", "bf16", "p", False, "model", None, "bfloat16")
+    limits = LadderLimits()
+    steps = (LadderStep("spec", "ar", limits), LadderStep("kv", "spec", limits), LadderStep("bf16", "kv", limits))
+    plan = MeasurementPlan("p", "w", (full, pld, kv, half), (("spec", "ar"),), ladder=steps)
+    assert [meant_lossless(plan, s.arm) for s in steps] == [True, False, False]
+    declared = (
+        LadderStep("kv", "ar", LadderLimits(lossless=True)),
+        LadderStep("spec", "kv", LadderLimits(lossless=False)),
+    )
+    plan = MeasurementPlan("p", "w", (full, pld, kv), (("spec", "ar"),), ladder=declared)
+    assert [meant_lossless(plan, s.arm) for s in declared] == [True, False]

@@ -25,7 +25,7 @@ def _kind(check: Check) -> str:
     if check.details.get("ladder") and outcome is not None:  # a step against its stored self
         return {"BLOCK": "ladder regressed", "NOT COMPARABLE": "other engine"}.get(outcome, "baseline")
     if check.details.get("ladder"):
-        return "ladder undecided" if check.details.get("undecided") else "ladder"
+        return "ladder unscored" if check.details.get("unscored") else "ladder"
     if check.category == SLA:
         return "sla"
     if outcome == "NOT COMPARABLE":
@@ -143,11 +143,12 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
     return f"{_where(first)}: {names} failed: {headline(first.message)}"
 
 
-# What to do about ladder steps, by kind: undecided against full precision, worse than their stored selves, rolled back.
+# What to do about ladder steps, by kind: not scored in the run, worse than their stored selves, rolled back.
 LADDER_ADVICE = {
-    "ladder undecided": (
-        "score ladder step(s) {steps} of {where} on more reference problems ({evidence}): its accuracy change cannot "
-        "be told from chance yet (raise the workload's `limit:` or add problems); release without the step until it can"
+    "ladder unscored": (
+        "score ladder step(s) {steps} of {where} in the same run: select a workload with reference answers "
+        "(task:) or perplexity (perplexity: true) beside the speed workload, e.g. "
+        "--workload=ladder_docs,ref_fields,ladder_ppl; a rung judged on speed alone is not a release decision"
     ),
     "ladder regressed": (
         "ladder step(s) {steps} of {where} got worse than in the baseline ({evidence}): the update costs that rung "

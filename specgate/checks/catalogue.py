@@ -5,8 +5,9 @@ speculative candidate arm, `spec` and any extra arm), or per regression metric (
 where it means something: speed checks not on accuracy probes (`gate_speed: false`), task checks only on workloads
 with reference answers, long-context checks only on `long: true` workloads, content and sampled-distribution checks
 only on workloads that declare them, a ladder step against its stored self only on workloads that score task
-accuracy or perplexity (`needs="scores"`). A check that does not apply is never run (deselected, not skipped: a
-skipped gate check blocks).
+accuracy or perplexity (`needs="scores"`), whether a step is scored somewhere in the run only on workloads that
+just time it (`needs="unscored"`), output agreement only for steps meant to be lossless (`needs="lossless"`). A
+check that does not apply is never run (deselected, not skipped: a skipped gate check blocks).
 
 The suites in `suites/` declare one pytest test per catalogue entry (`@pytest.mark.specgate_check("p99_ttft")`),
 and `GateRun.run_all` runs the same entries without pytest: one list, two ways to run it.
@@ -22,6 +23,7 @@ from specgate.accuracy import SCORED_TASKS
 from specgate.checks import Check, drift, ladder, long_context, resources, sla
 from specgate.checks.regression import latency_keys, stored_keys
 from specgate.comparison import OUTPUT_DRIFT, TASK_ACCURACY
+from specgate.ladder import meant_lossless
 
 if TYPE_CHECKING:
     from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
@@ -37,6 +39,9 @@ class Context(Protocol):
 
     @property
     def policy(self) -> GatePolicy: ...
+
+    @property
+    def workloads(self) -> Sequence[str]: ...
 
     def plan(self, pair: str, workload: str) -> MeasurementPlan: ...
 
@@ -74,7 +79,7 @@ class CheckSpec:
     speed: bool = False
     tasks: frozenset[str] | None = None
     long_only: bool = False
-    needs: Literal["content", "sampling", "perplexity", "scores"] | None = None
+    needs: Literal["content", "sampling", "perplexity", "scores", "unscored", "lossless"] | None = None
     metric_keys: Callable[[MeasurementPlan], tuple[str, ...]] | None = None
     reference_only: bool = False
 
@@ -93,9 +98,13 @@ class CheckSpec:
             return False
         if self.needs == "perplexity" and not workload.perplexity:
             return False
-        if self.needs == "scores" and workload.task not in ANSWERED_TASKS and not workload.perplexity:
+        if self.needs == "scores" and not scores(workload):
+            return False
+        if self.needs == "unscored" and scores(workload):
             return False
         plan = context.plan(target.pair, target.workload)
+        if self.needs == "lossless" and (target.param is None or not meant_lossless(plan, target.param)):
+            return False
         if self.reference_only and plan.reference is None:
             return False
         if self.per == "arm":
@@ -105,6 +114,11 @@ class CheckSpec:
         if self.per == "metric":
             return self.metric_keys is not None and target.param in self.metric_keys(plan)
         return True
+
+
+def scores(workload: WorkloadConfig) -> bool:
+    """Whether a workload scores what a ladder step costs: task accuracy on reference answers, or perplexity."""
+    return workload.task in ANSWERED_TASKS or workload.perplexity
 
 
 def _arm(target: Target) -> str:
@@ -167,6 +181,20 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "step",
         lambda c, t: ladder.ladder_perplexity(_eval(c, t), _arm(t)),
         needs="perplexity",
+    ),
+    CheckSpec(
+        "ladder_agreement",
+        "ladder",
+        "step",
+        lambda c, t: ladder.ladder_agreement(_eval(c, t), _arm(t), c.sla(t.pair)),
+        needs="lossless",
+    ),
+    CheckSpec(
+        "ladder_scored",
+        "ladder",
+        "step",
+        lambda c, t: ladder.ladder_scored(t_where(t), _arm(t), [w for w in c.workloads if scores(c.workload(w))]),
+        needs="unscored",
     ),
     CheckSpec(
         "not_slower_than_reference",

@@ -15,6 +15,8 @@ against full precision, the plain `ar` arm (accuracy, perplexity, output agreeme
       max_accuracy_drop: 0.03        # points of task accuracy (absolute, 0.03 = 3 points); default per step
       max_perplexity_rise: 0.5       # absolute perplexity on the `perplexity: true` workloads
       min_speed_gain: 1.05           # below it, the step does not pay: reported as not worth it
+      # lossless: true               # per step: must reproduce full precision's greedy outputs (default: a step
+                                     # that differs from full precision only in speculation)
 """
 
 from __future__ import annotations
@@ -199,11 +201,14 @@ def _missing(module: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class LadderLimits:
-    """When a ladder step blocks (accuracy, perplexity) or is not worth it (speed)."""
+    """When a ladder step blocks (accuracy, perplexity, output agreement) or is not worth it (speed). `lossless`: the
+    step must reproduce full precision's greedy outputs (`ladder_agreement`); None decides by the arm: a step that
+    differs from full precision only in its speculation is lossless (greedy speculative decoding is)."""
 
     max_accuracy_drop: float = 0.03
     max_perplexity_rise: float = 0.5
     min_speed_gain: float = 1.05
+    lossless: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,16 +223,20 @@ LIMIT_KEYS = ("max_accuracy_drop", "max_perplexity_rise", "min_speed_gain")
 
 
 def _limits(raw: Mapping[str, Any], defaults: LadderLimits, source: str, where: str) -> LadderLimits:
-    values = {k: number(raw[k], source, f"{where}.{k}", low=0.0) for k in LIMIT_KEYS if k in raw}
+    values: dict[str, Any] = {k: number(raw[k], source, f"{where}.{k}", low=0.0) for k in LIMIT_KEYS if k in raw}
     if values.get("max_accuracy_drop", 0.0) >= 1.0:
         raise fail(source, f"{where}.max_accuracy_drop", "a share of problems in [0, 1), e.g. 0.03 for 3 points")
-    return LadderLimits(**{**{k: getattr(defaults, k) for k in LIMIT_KEYS}, **values})
+    if "lossless" in raw:
+        if not isinstance(raw["lossless"], bool):
+            raise fail(source, f"{where}.lossless", "true or false: whether the step must reproduce full precision")
+        values["lossless"] = raw["lossless"]
+    return LadderLimits(**{**{k: getattr(defaults, k) for k in (*LIMIT_KEYS, "lossless")}, **values})
 
 
 def parse_ladder(data: Any, arms: tuple[str, ...], source: str, where: str) -> tuple[LadderStepSpec, ...]:
     """The `ladder:` of a pair: its steps in climbing order, each an arm of the pair other than `ar`."""
     raw = mapping(data, source, where)
-    check_keys(raw, ["steps", *LIMIT_KEYS], source, f"{where}.")
+    check_keys(raw, ["steps", *LIMIT_KEYS, "lossless"], source, f"{where}.")
     defaults = _limits(raw, LadderLimits(), source, where)
     steps_raw = raw.get("steps")
     if not isinstance(steps_raw, list) or not steps_raw:
@@ -238,7 +247,7 @@ def parse_ladder(data: Any, arms: tuple[str, ...], source: str, where: str) -> t
         if isinstance(item, str):
             item = {"arm": item}
         values = mapping(item, source, key)
-        check_keys(values, ["arm", *LIMIT_KEYS], source, f"{key}.")
+        check_keys(values, ["arm", *LIMIT_KEYS, "lossless"], source, f"{key}.")
         allowed = [a for a in arms if a != "ar"]
         arm = values.get("arm")
         if arm not in allowed:
