@@ -230,20 +230,15 @@ def test_a_merge_request_that_adds_a_pair_records_its_missing_baseline_as_an_art
 
 NEW_DRAFT_CONFTEST = """
 import os
-import pytest
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.plugin import RUN_KEY
 
 DRAFT = int(os.environ.get("DRAFT", "0"))  # 1: the candidate's new draft accepts other tokens, at the same rate
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
+def pytest_specgate_run(config, run):
     behaviour = FakeBehaviour(noise_cv=0.01)
     candidate = FakeBehaviour(noise_cv=0.01, draft=DRAFT)
-    if run is not None:
-        run.engine_factory = lambda name, base: FakeEngine(behaviour, seed=0, per_arm={"spec": candidate})
+    run.engine_factory = lambda name, base: FakeEngine(behaviour, seed=0, per_arm={"spec": candidate})
 """
 
 

@@ -518,18 +518,13 @@ gate:
 # w-int8 answers 10 % of the problems differently from full precision (FakeBehaviour.wrong_share): its final token
 # is one more than full precision's on those.
 FLIPPING_CONFTEST = """
-import pytest
 from specgate.engines.fake import FakeBehaviour, FakeEngine
-from specgate.plugin import RUN_KEY
 
 PER_ARM = {"w-int8": FakeBehaviour(tpot_ms=14.0, ttft_ms=250.0, wrong_share=0.1)}
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        run.engine_factory = lambda name, base: FakeEngine(FakeBehaviour(), seed=3, per_arm=PER_ARM)
+def pytest_specgate_run(config, run):
+    run.engine_factory = lambda name, base: FakeEngine(FakeBehaviour(), seed=3, per_arm=PER_ARM)
 """
 
 
