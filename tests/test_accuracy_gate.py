@@ -62,7 +62,7 @@ def test_accuracy_lost_by_speculation_blocks_between_arms(
     conftest.write_text(conftest.read_text().replace("FakeBehaviour()", "FakeBehaviour(wrong_token_at=31)"))
     result = pytester.runpytest("suites/test_drift.py", "-k", "task_accuracy")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*spec vs ar: numeric accuracy 0.0% vs baseline 100.0%*McNemar exact p=*"])
+    result.stdout.fnmatch_lines(["*spec vs ar: REGRESSED: numeric accuracy 0.0% vs baseline 100.0%*McNemar exact p=*"])
 
 
 def test_accuracy_checks_are_deselected_on_workloads_without_references(
