@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -59,11 +60,14 @@ def test_history_mode_passes_an_unchanged_run_only_below_the_spread_the_readme_s
         assert line in readme, line
 
 
-def test_the_public_accuracy_sets_hold_the_problems_the_config_reads() -> None:
-    """gsm8k, mgsm_zh and cmrc2018 read their first 200 problems from the shared corpus beside the checkout."""
+def test_the_public_accuracy_sets_hold_the_problems_the_config_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gsm8k, mgsm_zh and cmrc2018 read their first 200 problems from $SPECGATE_PUBLIC_SETS (for these tests, the
+    shared corpus beside the checkout unless the variable is set)."""
     from specgate.config import load_project_config
     from specgate.measure.workloads import load_workload
 
+    if not os.environ.get("SPECGATE_PUBLIC_SETS"):
+        monkeypatch.setenv("SPECGATE_PUBLIC_SETS", str(REPO.parent / "shared" / "workloads"))
     project = load_project_config(REPO / "specgate.yaml")
     for name in ("gsm8k", "mgsm_zh", "cmrc2018"):
         workload = project.workloads[name]
