@@ -96,3 +96,10 @@ def test_an_initialised_repository_gates_with_the_shipped_suites_and_profiles(py
     verdict = json.loads((root / "reports" / "verdict.json").read_text())
     assert verdict["hardware"] == "cpu" and verdict["verdict"] == "PARTIAL", result.stdout.str()
     assert not verdict["errors"] and any(c["name"] == "speedup" for c in verdict["checks"])
+
+
+def test_init_says_how_to_record_the_first_baselines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh repository has no baselines: its first gate run blocks on 'no baseline'; init says so and how."""
+    assert main(["init", str(tmp_path), "--ci", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "pytest suites/ --hardware=cpu --update-baselines" in out and "'no baseline'" in out

