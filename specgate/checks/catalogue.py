@@ -226,7 +226,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "metric",
         lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{t.param}"),
         speed=True,
-        metric_keys=lambda plan: baseline_keys(plan),
+        metric_keys=stored_keys,
     ),
     CheckSpec(
         "outputs_match_baseline",
@@ -303,11 +303,6 @@ def spec(name: str) -> CheckSpec:
             return entry
     known = ", ".join(e.name for e in CATALOGUE)
     raise KeyError(f"{name!r} is not a check of the catalogue; known: {known}")
-
-
-def baseline_keys(plan: MeasurementPlan) -> tuple[str, ...]:
-    """The metrics compared with the stored baseline (`specgate.checks.regression.stored_keys`)."""
-    return stored_keys(plan)
 
 
 def params(entry: CheckSpec, plans: Sequence[MeasurementPlan]) -> list[str | None]:

@@ -101,35 +101,34 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
     assert isinstance(baseline, Baseline)
     where = (plan.pair, plan.workload)
     keys = latency_keys(plan, beside=False)
+    acceptance = [k for k in stored_keys(plan) if split_key(k, plan.released)[1] == ACCEPTANCE]
     latest = baseline.latest_comparable(record.fingerprint)
     if latest is None:  # outputs and acceptance depend on the engine's kernels and the dtype
         stacks = ", ".join(sorted({f"{f.engine} ({f.dtype})" for f in baseline.machines()}))
         mine = record.fingerprint
         reason = f"the baseline was recorded with {stacks}; this run uses {mine.engine} ({mine.dtype})" if mine else ""
-        deterministic = [k for k in stored_keys(plan) if split_key(k, plan.released)[1] == ACCEPTANCE] + [OUTPUT_DRIFT]
         results: Results = {
             f"regression:{k}": not_comparable(subject, k, reason, policy, "outputs and acceptance")
-            for k in deterministic
+            for k in [*acceptance, OUTPUT_DRIFT]
         }
         if plan.reference is None:
             results.update(_baseline_latency(subject, policy, levels, keys, update))
         return results
     source = f"baseline {subject.source}"
     results = {}
-    for key in stored_keys(plan):
-        arm, name = split_key(key, plan.released)
-        if name == ACCEPTANCE:
-            results[f"regression:{key}"] = acceptance_check(
-                f"regression:{key}",
-                where,
-                latest.acceptance_view(arm),
-                record.acceptance_view(arm),
-                subject.sla,
-                acceptance_levels(policy, subject.acceptance_steps, record.acceptance_view(arm)),
-                source,
-                arm=arm,
-                hint=_stored_hint(subject, arm),
-            )
+    for key in acceptance:
+        arm = split_key(key, plan.released)[0]
+        results[f"regression:{key}"] = acceptance_check(
+            f"regression:{key}",
+            where,
+            latest.acceptance_view(arm),
+            record.acceptance_view(arm),
+            subject.sla,
+            acceptance_levels(policy, subject.acceptance_steps, record.acceptance_view(arm)),
+            source,
+            arm=arm,
+            hint=_stored_hint(subject, arm),
+        )
     if plan.reference is None:
         results.update(_baseline_latency(subject, policy, levels, keys, update))
     released = plan.released
