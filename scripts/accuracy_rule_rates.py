@@ -8,7 +8,7 @@ drop δ with flips f is p_b = (f + δ) / 2, p_f = (f − δ) / 2. Every outcome 
 (outcomes beyond 1e-12 of the mass are left out), so the rates are the rule's, to that precision. The old rule (block
 when the point estimate drops more than the limit) is computed beside it.
 
-    python scripts/accuracy_rule_rates.py            # the table in the README (limit 3 points)
+    python scripts/accuracy_rule_rates.py            # the table in docs/statistics.md (limit 3 points)
     python scripts/accuracy_rule_rates.py --limit 0.05 --sizes 40,200
 """
 

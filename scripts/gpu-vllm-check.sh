@@ -17,7 +17,7 @@
 # No h200 baselines are committed: the regression checks block until some are recorded (third example above).
 # Exit status: pytest's (0 = the gate passed), 124 when the time limit was hit, 2 for a usage or setup error.
 #
-# The GPU rungs of the speed-versus-accuracy ladder (README, "The ladder"), with SPECGATE_GPU_LADDER=1:
+# The GPU rungs of the speed-versus-accuracy ladder (docs/ladder.md), with SPECGATE_GPU_LADDER=1:
 #   SPECGATE_GPU_LADDER=1 [SPECGATE_AWQ_MODEL=/models/smollm2-awq] [SPECGATE_GPTQ_MODEL=/models/smollm2-gptq] \
 #       bash scripts/gpu-vllm-check.sh /tmp/gpu-ladder
 # measures, on the ref_math probe and doc_edit, full precision → fp8 KV cache (kv_cache_dtype=fp8) → continuous

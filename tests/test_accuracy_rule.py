@@ -1,5 +1,6 @@
 """The accuracy rule's stated error rates and history mode's stated spread, recomputed from the scripts that print
-them for the README (scripts/accuracy_rule_rates.py, scripts/history_spread.py), with the gate's own decisions."""
+them for docs/statistics.md (scripts/accuracy_rule_rates.py, scripts/history_spread.py), with the gate's own
+decisions."""
 
 from __future__ import annotations
 
@@ -38,14 +39,14 @@ def test_the_point_estimate_rule_blocked_equal_accuracy_changes_the_new_rule_at_
     assert rates.rates(240, 0.10, 0.0, 0.03)[1] > 0.99  # a true 10-point drop: blocked
 
 
-def test_the_readme_states_the_rates_the_script_prints() -> None:
+def test_the_docs_state_the_rates_the_script_prints() -> None:
     rates = _script("accuracy_rule_rates")
-    readme = (REPO / "README.md").read_text()
+    docs = (REPO / "docs" / "statistics.md").read_text()
     for line in rates.table([12, 80, 200, 240], 0.03):
-        assert line in readme, line
+        assert line in docs, line
 
 
-def test_history_mode_passes_an_unchanged_run_only_below_the_spread_the_readme_states() -> None:
+def test_history_mode_passes_an_unchanged_run_only_below_the_spread_the_docs_state() -> None:
     history = _script("history_spread")
     for runs, shown in ((3, "0.61%"), (5, "1.20%")):
         boundary = history.spread_at_the_mean(runs, 0.01, 0.05)
@@ -55,9 +56,9 @@ def test_history_mode_passes_an_unchanged_run_only_below_the_spread_the_readme_s
         assert history.passes(0.0, boundary * 0.99, runs, 0.01, 0.05)
         assert not history.passes(0.0, boundary * 1.01, runs, 0.01, 0.05)
         assert f"{math.expm1(boundary):.2%}" == shown
-    readme = (REPO / "README.md").read_text()
+    docs = (REPO / "docs" / "statistics.md").read_text()
     for line in history.table([3, 5, 10, 20], 0.01, 0.05, 0.95):
-        assert line in readme, line
+        assert line in docs, line
 
 
 def test_the_public_accuracy_sets_hold_the_problems_the_config_reads(monkeypatch: pytest.MonkeyPatch) -> None:

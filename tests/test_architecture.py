@@ -111,13 +111,13 @@ def test_the_documented_python_example_runs_the_gate_without_pytest(
 ) -> None:
     from specgate.engines.fake import FakeEngine
 
-    example = EXAMPLE.search((REPO / "README.md").read_text(encoding="utf-8"))
-    assert example is not None, "README.md lost its python example"
+    example = EXAMPLE.search((REPO / "docs" / "ci.md").read_text(encoding="utf-8"))
+    assert example is not None, "docs/ci.md lost its python example"
     root = gate_project()
     (root / "conftest.py").unlink()  # no pytest here: the example drives the gate itself
     monkeypatch.chdir(root)
     monkeypatch.setattr("specgate.engines.create_engine", lambda name, base: FakeEngine())  # no real model in CI
-    exec(compile(example.group(1), "README.md", "exec"), {})
+    exec(compile(example.group(1), "docs/ci.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "PASS" in printed or "BLOCK" in printed
     verdict = json.loads((root / "reports" / "verdict.json").read_text())

@@ -190,8 +190,9 @@ def _recommend(
     sla: SlaLimits,
     tails: tuple[Tail, Tail] | None = None,
 ) -> list[str]:
-    """Rollback advice for one pair × workload (README, "Gate policy"); `tails` are (the arm's, its plain arm's) TTFT
-    tails: the P99 rule reads the clean units, and never sends a pair back to a plain decoding that was slower."""
+    """Rollback advice for one pair × workload (docs/configuration.md, "Gate policy"); `tails` are (the arm's, its
+    plain arm's) TTFT tails: the P99 rule reads the clean units, and never sends a pair back to a plain decoding that
+    was slower."""
     advice: list[str] = []
     reasons = []
     if speedup is not None and speedup.value < sla.min_speedup:
@@ -269,8 +270,8 @@ def acceptance_rate(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
 
 
 def recommendations(evaluation: Evaluation, hardware: str, sla: SlaLimits) -> list[str]:
-    """Rollback advice for the gated arms of one pair × workload (README, "Gate policy"), then the draft-length
-    advice of the measured cost model (`specgate.checks.draft_length`)."""
+    """Rollback advice for the gated arms of one pair × workload (docs/configuration.md, "Gate policy"), then the
+    draft-length advice of the measured cost model (`specgate.checks.draft_length`)."""
     advice: list[str] = []
     for arm in evaluation.plan.gated:
         label = evaluation.plan.pair if arm == evaluation.plan.released else f"{evaluation.plan.pair}/{arm}"

@@ -12,7 +12,7 @@ LATENCY_BASELINE = ("required", "optional")
 
 @dataclass(frozen=True, slots=True)
 class GatePolicy:
-    """How the gate measures and decides (README, "Gate policy").
+    """How the gate measures and decides (docs/configuration.md, "Gate policy").
 
     `repetitions` rounds are always run; in reference mode, while a latency comparison is UNKNOWN, the run is sized
     from the spread measured so far (enough units for an unchanged configuration to pass with probability

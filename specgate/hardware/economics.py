@@ -1,6 +1,6 @@
 """Cost, energy and roofline arithmetic: pure functions, no I/O.
 
-Definitions (pinned in the README, "Metrics"):
+Definitions (pinned in docs/concepts.md, "Metrics"):
 
 - Cost per 1k output tokens = price per device-hour * wall hours / output tokens * 1000.
 - Energy per 1k output tokens = energy (J) / output tokens * 1000, from telemetry or, when telemetry has no power,

@@ -1,4 +1,4 @@
-"""Metrics from request traces, exactly as the README ("Metrics") defines them.
+"""Metrics from request traces, exactly as docs/concepts.md ("Metrics") defines them.
 
 Per request, with t0 the submit time: TTFT = first token − t0; E2EL = last token − t0; TPOT = (E2EL − TTFT) /
 (output tokens − 1); decode rate = 1 / TPOT; ITL = gaps between streamed chunks; effective throughput = output
