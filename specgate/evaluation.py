@@ -14,9 +14,9 @@ from pathlib import Path
 
 from specgate.accuracy import TaskAccuracy, score_outputs
 from specgate.config import HardwareProfile
+from specgate.costs.energy import EnergyReport, summarize_energy
+from specgate.costs.roofline import Roofline, summarize_roofline
 from specgate.engines.base import ExplainsDivergences, Prompt, RequestTrace
-from specgate.hardware.energy import EnergyReport, summarize_energy
-from specgate.hardware.roofline import Roofline, summarize_roofline
 from specgate.ladder import LadderInputs, LadderRow, kv_bytes_per_token, summarize_ladder
 from specgate.measure.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
 from specgate.measure.monitor import Observation
@@ -262,7 +262,7 @@ def _peak(observation: Observation | None, arm: str) -> int | None:
 def _kv_bytes(plan: MeasurementPlan, model_folder: Path | None) -> dict[str, float | None]:
     if model_folder is None or not plan.ladder:
         return {}
-    from specgate.hardware.roofline import load_model_facts
+    from specgate.costs.roofline import load_model_facts
 
     try:
         facts = load_model_facts(model_folder)

@@ -14,15 +14,15 @@ from conftest import evaluation_of
 from specgate.checks.resources import energy_check as check_energy_reported
 from specgate.checks.resources import roofline_check as check_roofline_reported
 from specgate.config import HardwareProfile, Speculation
-from specgate.engines.base import ArmRun, Prompt, RequestTrace
-from specgate.evaluation import evaluate
-from specgate.hardware.energy import summarize_energy
-from specgate.hardware.roofline import (
+from specgate.costs.energy import summarize_energy
+from specgate.costs.roofline import (
     count_safetensors_parameters,
     estimate_parameters,
     load_model_facts,
     summarize_roofline,
 )
+from specgate.engines.base import ArmRun, Prompt, RequestTrace
+from specgate.evaluation import evaluate
 from specgate.hardware.telemetry import PowerReading, TelemetrySampler, TelemetrySummary
 from specgate.measure.metrics import ArmSummary, summarize_arm
 from specgate.measure.monitor import ArmMonitor, ArmObservation, Observation, window_energy_j

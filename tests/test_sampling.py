@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from specgate.engines.base import RequestTrace
+from specgate.measure.sampled import collect_samples
 from specgate.stats.distribution import (
     ENDED,
     RECOMMENDED_POSITIONS,
     RECOMMENDED_PROMPTS,
     RECOMMENDED_SAMPLES_PER_ARM,
     DistributionTest,
-    collect_samples,
     compare_distributions,
     min_detectable_tv,
     power_note,

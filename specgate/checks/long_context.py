@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specgate.checks import INFRASTRUCTURE, Check
+from specgate.costs.energy import GIB
 from specgate.evaluation import Evaluation
-from specgate.hardware.energy import GIB
 from specgate.measure.metrics import request_metrics
 
 

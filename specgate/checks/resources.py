@@ -4,9 +4,9 @@ against the memory-bandwidth roofline. Both report rather than limit: they block
 from __future__ import annotations
 
 from specgate.checks import INFRASTRUCTURE, Check
+from specgate.costs.energy import EnergyReport
+from specgate.costs.roofline import Roofline
 from specgate.evaluation import Evaluation
-from specgate.hardware.energy import EnergyReport
-from specgate.hardware.roofline import Roofline
 
 
 def energy_reported(evaluation: Evaluation) -> Check:

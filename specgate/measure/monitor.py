@@ -2,7 +2,7 @@
 
 `ArmMonitor` is the `RunObserver` of a measurement: before and after every engine call it notes the time and the
 peak memory; `finish()` stops the sampler and attributes the measured energy to each arm's windows
-(`window_energy_j`). What it sees is an `Observation`; `specgate.hardware.energy` turns it into cost and energy per
+(`window_energy_j`). What it sees is an `Observation`; `specgate.costs.energy` turns it into cost and energy per
 1k tokens.
 """
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from specgate.config import SamplingConfig
-from specgate.engines.base import Engine, Prompt, SamplesOutputs
+from specgate.engines.base import Engine, Prompt, RequestTrace, SamplesOutputs
 from specgate.errors import MeasurementError
 from specgate.stats.distribution import DistributionTest, compare_distributions
 
@@ -36,3 +36,12 @@ def measure_sampled(
             for name in (plain, arm)
         }
     return compare_distributions(samples, reference=plain, candidate=arm, positions=settings.positions, alpha=alpha)
+
+
+def collect_samples(traces: Iterable[RequestTrace], *, positions: int) -> dict[str, dict[str, list[tuple[int, ...]]]]:
+    """Group the completed traces' first ``positions`` output tokens by prompt and arm, one sample per trace."""
+    samples: dict[str, dict[str, list[tuple[int, ...]]]] = {}
+    for trace in traces:
+        if trace.ok:
+            samples.setdefault(trace.prompt_id, {}).setdefault(trace.arm, []).append(trace.output_ids[:positions])
+    return samples

@@ -21,11 +21,11 @@ from typing import Any
 from specgate import __version__
 from specgate.checks import Check
 from specgate.checks.interference import Busy, busy
+from specgate.costs.energy import EnergyReport
+from specgate.costs.roofline import Roofline
 from specgate.errors import SpecgateError
 from specgate.evaluation import Divergence, Evaluation
-from specgate.hardware.energy import EnergyReport
 from specgate.hardware.fingerprint import Fingerprint
-from specgate.hardware.roofline import Roofline
 from specgate.ladder import LadderRow
 from specgate.measure.metrics import ArmSummary, Speedup
 from specgate.measure.stepcosts import SpeedupExplanation

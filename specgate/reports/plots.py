@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from specgate.checks.long_context import context_points
 from specgate.config import SlaLimits
+from specgate.costs.energy import GIB
 from specgate.evaluation import Evaluation
-from specgate.hardware.energy import GIB
 from specgate.measure.metrics import RequestMetrics, request_metrics
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specgate.checks.advice import headline
-from specgate.hardware.energy import GIB, percent
+from specgate.costs.energy import GIB, percent
 from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
 from specgate.reports.ladder_table import decision_lines, terminal_lines
 from specgate.reports.tables import speedup_interval

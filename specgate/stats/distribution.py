@@ -28,15 +28,12 @@ at this design, 0.16–0.19 with 400 samples, 0.10–0.12 with 1,000.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from specgate.engines.base import RequestTrace
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -353,15 +350,6 @@ def _fisher_statistics(tables: list[_Table], n_permutations: int, rng: np.random
     cells = (counts - expected) ** 2 / totals * (n * n / (n_reference * (n - n_reference)))
     statistics = np.add.reduceat(cells, offsets, axis=1)
     return np.asarray(-2.0 * stats.chi2.logsf(statistics, sizes - 1).sum(axis=1), dtype=np.float64)
-
-
-def collect_samples(traces: Iterable[RequestTrace], *, positions: int) -> dict[str, dict[str, list[tuple[int, ...]]]]:
-    """Group the completed traces' first ``positions`` output tokens by prompt and arm, one sample per trace."""
-    samples: dict[str, dict[str, list[tuple[int, ...]]]] = {}
-    for trace in traces:
-        if trace.ok:
-            samples.setdefault(trace.prompt_id, {}).setdefault(trace.arm, []).append(trace.output_ids[:positions])
-    return samples
 
 
 def min_detectable_tv(

@@ -1,0 +1,111 @@
+"""Imports point down the layer table of ARCHITECTURE.md: no module imports one of a higher layer, whether at the top
+of the file, inside a function or under `TYPE_CHECKING` (each ties the modules all the same). The few upward imports
+left are listed, each with why, and the list can only shrink: an entry that no longer exists fails too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_architecture import _imports
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Low to high; a unit is a top-level module or subpackage of specgate. A module may import its own unit and the
+# units listed before it.
+LAYERS = (
+    "errors",
+    "shipped",
+    "stats",  # statistics, no domain types
+    "accuracy",  # task scoring
+    "config",  # validated configuration
+    "model_files",
+    "models",  # model files and their identity
+    "plan",  # arms and plans
+    "hardware",  # profiles' backends, telemetry, fingerprints, cost formulas
+    "engines",  # the engines and their registry
+    "measure",  # the measured loop, observers, traces → samples and summaries
+    "costs",  # cost, energy and roofline of the measured arms
+    "ladder",
+    "evaluation",  # Measurement → Evaluation
+    "comparison",  # the one comparison core
+    "store",  # records and baselines
+    "checks",  # pure judgements
+    "faults",
+    "validation",  # the files a run reads, checked before anything loads
+    "measuring",  # one pair × workload measured the way the gate does
+    "reports",  # renderers of the verdict document
+    "outputs",  # writes records, faults, baselines and reports
+    "run",  # GateRun
+    "suites",
+    "pytest_plugins",
+    "plugin",
+    "cli",
+)
+
+# Upward imports still in the code: (importing module, imported unit) → why it is there. Remove an entry with the
+# import it excuses.
+KNOWN_UPWARD = {
+    ("specgate.config.project", "checks"): "a content checker is built while the config loads",
+    ("specgate.config.project", "engines"): "engine names come from the engine registry",
+    ("specgate.config.hardware", "engines"): "engine names come from the engine registry",
+    ("specgate.config.hardware", "hardware"): "backend and telemetry names come from their registries",
+    ("specgate.engines.openai.metrics", "measure"): "goodput reads the per-request metrics",
+}
+
+
+def unit_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(package: Path, layers: tuple[str, ...]) -> set[tuple[str, str]]:
+    """(module, unit) for every import of a higher layer's unit, function-local and type-checking ones included."""
+    rank = {unit: i for i, unit in enumerate(layers)}
+    units = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
+    found = set()
+    for path in package.rglob("*.py"):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        if module == package.name:
+            continue  # the package's own __init__ sits above every layer
+        for target in _imports(path, package):
+            if not target.startswith(f"{package.name}.") or unit_of(target) not in units:
+                continue  # outside the package, or a name of its root (`from specgate import __version__`)
+            mine, theirs = unit_of(module), unit_of(target)
+            assert mine in rank and theirs in rank, f"{module} or {target} is missing from the layer table"
+            if rank[theirs] > rank[mine]:
+                found.add((module, theirs))
+    return found
+
+
+def test_imports_point_down_the_layer_table() -> None:
+    found = upward_imports(REPO / "specgate", LAYERS)
+    assert sorted(found - set(KNOWN_UPWARD)) == [], "imports of a higher layer"
+    assert sorted(set(KNOWN_UPWARD) - found) == [], "listed upward imports that no longer exist: drop them"
+
+
+def test_every_unit_of_the_package_is_in_the_layer_table() -> None:
+    package = REPO / "specgate"
+    units = {p.stem for p in package.glob("*.py") if p.name != "__init__.py"}
+    units |= {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(units - set(LAYERS)) == []
+    assert sorted(set(LAYERS) - units) == []
+
+
+def test_the_architecture_page_names_every_layer() -> None:
+    page = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = page.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    assert [unit for unit in LAYERS if unit not in table] == []
+
+
+def test_an_upward_import_inside_a_function_or_for_type_checking_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "low").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "low" / "__init__.py").write_text("")
+    (package / "low" / "a.py").write_text("def f():\n    from pkg.high import thing\n")
+    (package / "low" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import high\n"
+    )
+    (package / "high.py").write_text("from pkg.low import a\nthing = 1\n")
+    assert upward_imports(package, ("low", "high")) == {("pkg.low.a", "high"), ("pkg.low.b", "high")}
+    assert upward_imports(package, ("high", "low")) == {("pkg.high", "low")}
