@@ -24,7 +24,7 @@ from specgate.checks.judgement import Subject, judge
 from specgate.checks.levels import family_size
 from specgate.checks.sequential import acceptance_steps, pool_hint
 from specgate.checks.sla import recommendations
-from specgate.checks.verdict import Verdict, decide
+from specgate.checks.verdict import Verdict, decide_verdict
 from specgate.config import (
     GatePolicy,
     HardwareProfile,
@@ -118,7 +118,7 @@ class GateRun:
         """Validate the options and everything they name; a `ConfigError` says what is wrong before anything runs."""
         from specgate.engines.registry import runs_local_models
         from specgate.hardware.backends import get_backend
-        from specgate.validation import validate_run
+        from specgate.preflight import validate_run
 
         project = load_project_config(options.config.resolve())
         base = project.source.parent
@@ -243,7 +243,7 @@ class GateRun:
 
     def sampled(self, pair_name: str, workload_name: str, arm: str) -> DistributionTest:
         """The sampled-decoding distribution test of an arm against its plain arm (workloads with `sampling:`)."""
-        from specgate.measure.sampled import measure_sampled
+        from specgate.measure.sampled_decoding import measure_sampled
 
         key = (pair_name, workload_name, arm)
         cached = self._sampled.get(key)
@@ -429,7 +429,7 @@ class GateRun:
             errors.append(
                 f"{missing} of {self.gate_items} gate checks did not run to the end: a partial run is not a pass"
             )
-        return decide(
+        return decide_verdict(
             self.hardware.name, self.checks, errors, self.recommendations(errors), self.notices(), self.not_run
         )
 

@@ -31,7 +31,7 @@ LAYERS = (
     "store",  # records and baselines
     "checks",  # pure judgements
     "faults",
-    "validation",  # the files a run reads, checked before anything loads
+    "preflight",  # the files a run reads, checked before anything loads
     "measuring",  # one pair × workload measured the way the gate does
     "reports",  # renderers of the verdict document
     "outputs",  # writes records, faults, baselines and reports

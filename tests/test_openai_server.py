@@ -34,7 +34,7 @@ import pytest
 
 from conftest import needs
 from specgate.checks import Check, drift, sla
-from specgate.checks.verdict import Verdict, decide
+from specgate.checks.verdict import Verdict, decide_verdict
 from specgate.config import GatePolicy, PairConfig, Speculation, WorkloadConfig, load_hardware_profile
 from specgate.engines.base import ArmRun, Prompt
 from specgate.evaluation import Evaluation, evaluate
@@ -164,7 +164,7 @@ def _gate(pair: PairConfig, arm: str) -> tuple[Evaluation, tuple[Check, ...], Ve
         sla.acceptance_rate(evaluation, arm, limits),
     )
     engine.close()
-    return evaluation, checks, decide("cpu", checks, [], []), engine
+    return evaluation, checks, decide_verdict("cpu", checks, [], []), engine
 
 
 def _poisson(url: str, folder: Path, prompts: Sequence[Prompt]) -> tuple[ArmRun, tuple[float, ...], Any]:
@@ -287,7 +287,7 @@ def test_both_arms_judged_together(served: Served) -> None:
         sla.acceptance_rate(evaluation, "spec", limits),
         identity,
     ]
-    verdict = decide("cpu", checks, [], sla.recommendations(evaluation, "cpu", limits))
+    verdict = decide_verdict("cpu", checks, [], sla.recommendations(evaluation, "cpu", limits))
     speedup = evaluation.speedups["spec"]
     assert speedup is not None and speedup.value > 0
     assert checks[0].passed and identity.passed, [c.message for c in checks]  # every request served, lossless

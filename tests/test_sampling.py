@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specgate.engines.base import RequestTrace
-from specgate.measure.sampled import collect_samples
+from specgate.measure.sampled_decoding import collect_samples
 from specgate.stats.distribution import (
     ENDED,
     RECOMMENDED_POSITIONS,

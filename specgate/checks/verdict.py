@@ -35,7 +35,7 @@ class Verdict:
         return tuple(c for c in self.checks if not c.passed)
 
 
-def decide(
+def decide_verdict(
     hardware: str,
     checks: Sequence[Check],
     errors: Sequence[str],

@@ -56,13 +56,13 @@ class EnergyReport:
         """The candidate's change as the field reports it: "cost -30 %, energy -25 % (estimated)"."""
         parts = []
         if self.cost_saving is not None:
-            parts.append(f"cost {percent(self.cost_saving)}")
+            parts.append(f"cost {whole_percent(self.cost_saving)}")
         if self.energy_saving is not None:
-            parts.append(f"energy {percent(self.energy_saving)}" + (" (estimated)" if self.estimated else ""))
+            parts.append(f"energy {whole_percent(self.energy_saving)}" + (" (estimated)" if self.estimated else ""))
         return ", ".join(parts) or "n/a"
 
 
-def percent(change: float) -> str:
+def whole_percent(change: float) -> str:
     """A relative change as a signed whole percentage: -0.3 → "-30 %"."""
     return f"{change * 100:+.0f} %"
 

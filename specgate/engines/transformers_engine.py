@@ -33,7 +33,7 @@ from typing import Any
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
 from specgate.engines.clocks import RunQueueClock, spin_cpu, waited
-from specgate.engines.optimisations import (
+from specgate.engines.transformers_quant import (
     inference_context,
     kv_cache_kwargs,
     new_cache,

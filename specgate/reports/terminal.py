@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specgate.checks.advice import headline
-from specgate.costs.energy import GIB, percent
+from specgate.costs.energy import GIB, whole_percent
 from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
 from specgate.reports.ladder_table import decision_lines, terminal_lines
 from specgate.reports.tables import speedup_interval
@@ -55,7 +55,7 @@ def _per_1k(value: float | None, fmt: str) -> str:
 
 
 def _change(value: float | None) -> str:
-    return "" if value is None else f", {percent(value)}"
+    return "" if value is None else f", {whole_percent(value)}"
 
 
 def resource_line(record: EvaluationRecord) -> str | None:

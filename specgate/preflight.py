@@ -23,8 +23,8 @@ from specgate.plan import Arm
 from specgate.store.baselines import BaselineStore
 
 
-class GateRun(Protocol):
-    """What the validation reads of a `specgate.run.GateRun`."""
+class RunToCheck(Protocol):
+    """What the preflight reads of a `specgate.run.GateRun`."""
 
     project: ProjectConfig
     hardware: HardwareProfile
@@ -58,7 +58,7 @@ class GateRun(Protocol):
 MAX_PROBLEMS = 20
 
 
-def validate_run(run: GateRun) -> None:
+def validate_run(run: RunToCheck) -> None:
     """Raise one `ConfigError` listing every problem of the run's configuration, or return."""
     problems: list[str] = []
     problems += _options(run)
@@ -76,7 +76,7 @@ def validate_run(run: GateRun) -> None:
         raise ConfigError(head + text + (f"\n  … and {more} more" if more else ""))
 
 
-def _options(run: GateRun) -> list[str]:
+def _options(run: RunToCheck) -> list[str]:
     problems = []
     reference = run.reference_override
     known = list(run.project.pairs)
@@ -106,7 +106,7 @@ def _options(run: GateRun) -> list[str]:
     return problems
 
 
-def _accept(run: GateRun) -> list[str]:
+def _accept(run: RunToCheck) -> list[str]:
     from specgate.checks.accept import ACCEPTABLE
 
     if not run.accept:
@@ -125,7 +125,7 @@ def _accept(run: GateRun) -> list[str]:
     return problems
 
 
-def _pair(run: GateRun, name: str) -> list[str]:
+def _pair(run: RunToCheck, name: str) -> list[str]:
     from specgate.engines.registry import require_engine
 
     problems: list[str] = []
@@ -159,7 +159,7 @@ def _pair(run: GateRun, name: str) -> list[str]:
     return problems
 
 
-def _optimisations(run: GateRun, name: str, engine: str) -> list[str]:
+def _optimisations(run: RunToCheck, name: str, engine: str) -> list[str]:
     """Each arm's quantization and batching is something this engine runs, with its library installed."""
     from specgate.config.optimisation import check_support
 
@@ -167,7 +167,7 @@ def _optimisations(run: GateRun, name: str, engine: str) -> list[str]:
     return [p for arm in pair.arms for p in check_support(arm.optimisation, engine, f"pairs.{name}.arms.{arm.name}")]
 
 
-def _parallel(run: GateRun, name: str, engine: str) -> list[str]:
+def _parallel(run: RunToCheck, name: str, engine: str) -> list[str]:
     """A multi-device layout is vLLM's (the served engine's layout is the server's own; the vllm engine passes it
     to the servers it starts, data parallelism included), and the Ray executor needs Ray."""
     import importlib.util
@@ -185,7 +185,7 @@ def _parallel(run: GateRun, name: str, engine: str) -> list[str]:
     return []
 
 
-def _endpoints(run: GateRun, name: str) -> list[str]:
+def _endpoints(run: RunToCheck, name: str) -> list[str]:
     """Each arm of a served pair (the reference's too) has a well-formed, allowed endpoint and its API key."""
     from specgate.engines.openai.load import arm_endpoint, parse_settings, read_api_key
 
@@ -205,7 +205,7 @@ def _endpoints(run: GateRun, name: str) -> list[str]:
     return problems
 
 
-def _baselines(run: GateRun) -> list[str]:
+def _baselines(run: RunToCheck) -> list[str]:
     """The stored history of every selected pair × workload reads and is for that pair and workload: a broken one
     is found now, not after the measurement (and `--update-baselines` never replaces it)."""
     problems = []
@@ -220,7 +220,7 @@ def _baselines(run: GateRun) -> list[str]:
     return problems
 
 
-def _models(run: GateRun, name: str) -> list[str]:
+def _models(run: RunToCheck, name: str) -> list[str]:
     from specgate.models import locate
 
     problems: list[str] = []
@@ -242,7 +242,7 @@ def _models(run: GateRun, name: str) -> list[str]:
     return problems
 
 
-def _same_tokenizer(run: GateRun, name: str, reference: str) -> list[str]:
+def _same_tokenizer(run: RunToCheck, name: str, reference: str) -> list[str]:
     """Outputs are compared token by token: a reference whose tokenizer differs cannot be compared."""
     candidate, released = run.pair(name).target, run.pair(reference).target
     base = run.project.source.parent
@@ -263,7 +263,7 @@ def _same_tokenizer(run: GateRun, name: str, reference: str) -> list[str]:
     ]
 
 
-def _workload(run: GateRun, name: str) -> list[str]:
+def _workload(run: RunToCheck, name: str) -> list[str]:
     from specgate.measure.workloads import workload_problems
 
     workload = run.workload(name)
@@ -271,7 +271,7 @@ def _workload(run: GateRun, name: str) -> list[str]:
     return workload_problems(workload, run.policy.min_samples, run.policy.repetitions, shown)
 
 
-def _load_shape(run: GateRun, name: str) -> list[str]:
+def _load_shape(run: RunToCheck, name: str) -> list[str]:
     """A workload in load mode needs engines that can have several requests in flight."""
     from specgate.engines.registry import engine_spec
 
