@@ -39,7 +39,7 @@ from typing import Literal
 
 import numpy as np
 
-from specgate.measure.samples import ArmSamples
+from specgate.measure.samples import ArmSamples, Sample
 from specgate.stats.decision import percent
 from specgate.stats.robust import trimmed
 
@@ -364,10 +364,23 @@ def history(
     )
 
 
-def acceptance_drop(before: ArmSamples, after: ArmSamples) -> Estimate:
+def acceptance_drop(before: ArmSamples, after: ArmSamples, positions: int | None = None) -> Estimate:
     """Relative drop of the pooled acceptance rate (positive = `after` accepts less), its standard error a
     jackknife over the prompts both runs share, paired by prompt (a prompt's verification steps are one cluster;
-    its rounds repeat the same greedy counts). Raises ValueError when it cannot be computed."""
+    its rounds repeat the same greedy counts). With `positions`, the rate over the first that many draft positions
+    only (each step's drafted and accepted counts capped there): two draft lengths compared on the positions both
+    draft, since a longer draft lowers the plain rate by construction. Raises ValueError when it cannot be
+    computed."""
+
+    def counts(sample: Sample) -> tuple[int, int]:
+        if positions is None:
+            return sample.accepted, sample.drafted
+        if sample.drafted and not sample.drafted_at:
+            raise ValueError(
+                "the engine reported only total drafted and accepted tokens, not per verification step, so two "
+                "draft lengths cannot be compared position by position"
+            )
+        return sum(sample.accepted_at[:positions]), sum(sample.drafted_at[:positions])
 
     def per_prompt(arm: ArmSamples) -> dict[str, tuple[int, int]]:
         totals: dict[str, tuple[int, int]] = {}
@@ -376,7 +389,8 @@ def acceptance_drop(before: ArmSamples, after: ArmSamples) -> Estimate:
         for sample in latest:
             if sample.repetition == first:
                 acc, dra = totals.get(sample.prompt_id, (0, 0))
-                totals[sample.prompt_id] = (acc + sample.accepted, dra + sample.drafted)
+                accepted, drafted = counts(sample)
+                totals[sample.prompt_id] = (acc + accepted, dra + drafted)
         return totals
 
     base, cur = per_prompt(before), per_prompt(after)
@@ -404,7 +418,8 @@ def acceptance_drop(before: ArmSamples, after: ArmSamples) -> Estimate:
         n=n,
         before=float(a[:, 0].sum() / a[:, 1].sum()),
         after=float(b[:, 0].sum() / max(b[:, 1].sum(), 1.0)),
-        how=f"jackknife over {n} prompts",
+        how=f"jackknife over {n} prompts"
+        + ("" if positions is None else f", on the first {positions} draft position(s) both drafted"),
         spread=se * math.sqrt(n),
         log_scale=False,
     )

@@ -22,6 +22,7 @@ from specgate.checks.regression import (
     latency_keys,
     metric_checks,
     output_drift_check,
+    shared_positions,
 )
 from specgate.checks.subject import Results, Subject
 from specgate.comparison import (
@@ -155,6 +156,7 @@ def beside(subject: Subject, policy: GatePolicy, levels: Levels, budget: str) ->
                 f"{ref_arm} measured beside it",
                 arm=arm,
                 hint=subject.pool_hint,
+                lengths=shared_positions(plan, arm, ref_arm),
             )
     released = plan.released
     reference = dict(plan.beside).get(released)

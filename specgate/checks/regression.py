@@ -73,6 +73,15 @@ def latency_keys(plan: MeasurementPlan, *, beside: bool) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def shared_positions(plan: MeasurementPlan, arm: str, other: str) -> tuple[int, int] | None:
+    """(γ of `other`, γ of `arm`) when two speculative arms draft different lengths, else None (equal lengths
+    compare their plain acceptance rates)."""
+    a, b = plan.arm(other).speculation, plan.arm(arm).speculation
+    if a is None or b is None or a.num_tokens == b.num_tokens:
+        return None
+    return (a.num_tokens, b.num_tokens)
+
+
 def judged_beside(plan: MeasurementPlan, arm: str) -> bool:
     """Whether a speculative candidate arm's acceptance is judged beside a speculative reference arm
     (`reference:acceptance_rate`): the released draft measured in the same run, on the same timed prompts and, while
@@ -253,17 +262,19 @@ def acceptance_check(
     *,
     arm: str,
     hint: str = "",
+    lengths: tuple[int, int] | None = None,
 ) -> Check:
     """The acceptance rate must not drop more than `max_acceptance_drop` (relative): PASS when the upper bound of the
     drop is below it, BLOCK when the drop is significant and beyond it, UNKNOWN (blocks) when the prompts cannot tell
-    — with the number of prompts that would (and `hint`: where more prompts come from)."""
+    — with the number of prompts that would (and `hint`: where more prompts come from). `lengths` (γ before, γ
+    after), when they differ: the rate on the draft positions both draft (`shared_positions`)."""
     if before is None or after is None:
         missing = "the baseline has no such arm" if before is None else "this run has no such arm"
         return Check(
             name, *where, REGRESSION, False, f"BLOCK: no acceptance to compare: {missing} [{against}]", arm=arm
         )
     try:
-        estimate = acceptance_drop(before, after)
+        estimate = acceptance_drop(before, after, min(lengths) if lengths else None)
     except ValueError as exc:
         return Check(name, *where, REGRESSION, False, f"BLOCK: {exc} [{against}]", arm=arm)
     tolerance = sla.max_acceptance_drop
@@ -283,8 +294,14 @@ def acceptance_check(
         if decision.outcome == "UNKNOWN" and decision.units_needed
         else ""
     )
+    rate = (
+        "acceptance rate"
+        if not lengths
+        else f"per-position acceptance on the {min(lengths)} draft position(s) both draft (γ {lengths[0]} → "
+        f"{lengths[1]}: a longer draft lowers the plain rate by construction)"
+    )
     message = (
-        f"{words}: acceptance rate {estimate.before:.4f} → {estimate.after:.4f}, relative drop "
+        f"{words}: {rate} {estimate.before:.4f} → {estimate.after:.4f}, relative drop "
         f"{percent(estimate.estimate)} (upper bound {percent(decision.upper)}, {estimate.how}) vs allowed "
         f"{tolerance:.0%}; would catch a drop ≥ {decision.mde:.1%}{needed}{hint if needed else ''} [{against}]"
     )

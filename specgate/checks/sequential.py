@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from specgate.checks import Check
 from specgate.checks.beside import beside_latency
 from specgate.checks.levels import acceptance_levels, looks_of
-from specgate.checks.regression import Levels, acceptance_check
+from specgate.checks.regression import Levels, acceptance_check, shared_positions
 from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
 from specgate.engines.base import Engine, Prompt
@@ -117,6 +117,7 @@ def undecided_acceptance(
                 check = acceptance_check(
                     "", ("", ""), record.acceptance_view(ref_arm), record.acceptance_view(arm), sla,
                     acceptance_levels(policy, steps, record.acceptance_view(arm)), "", arm=arm,
+                    lengths=shared_positions(plan, arm, ref_arm),
                 )  # fmt: skip
                 if check.details.get("outcome") == "UNKNOWN":
                     found += [arm, ref_arm]

@@ -8,6 +8,7 @@ engine calls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from specgate.engines.base import ArmRun, RequestTrace
@@ -25,7 +26,10 @@ class Sample:
     forward passes: the request's work, exact and repeatable under greedy decoding), `instance` the engine instance
     that served it and `attempt` how often the unit had been measured before (a unit re-measured after heavy
     interference keeps its earlier attempts in the record; comparisons read the last). `pressure_ms` and `steal_ms`
-    are the machine's CPU pressure and steal time during the request's engine call (one-request calls only)."""
+    are the machine's CPU pressure and steal time during the request's engine call (one-request calls only).
+    `drafted_at[i]` and `accepted_at[i]` count the request's verification steps that drafted, and that accepted, at
+    least i + 1 tokens (per-position acceptance; empty where the engine reports only totals): they compare the
+    acceptance of two draft lengths on the positions both draft."""
 
     key: str
     prompt_id: str
@@ -47,6 +51,8 @@ class Sample:
     attempt: int = 0
     pressure_ms: float | None = None
     steal_ms: float | None = None
+    drafted_at: tuple[int, ...] = ()
+    accepted_at: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +143,8 @@ def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
                     attempt=attempt,
                     pressure_ms=_ms(run.pressure_s) if single else None,
                     steal_ms=_ms(run.steal_s) if single else None,
+                    drafted_at=at_least(trace.drafted),
+                    accepted_at=at_least(trace.accepted),
                 )
             )
     walls = tuple(run.wall_s for run in runs)
@@ -167,3 +175,8 @@ def probe_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
             turns[(sample.prompt_id, sample.repetition)] = turn + 1
             keyed.append(replace(sample, key=f"{sample.key}.{turn}"))
     return ArmSamples(tuple(keyed), tuple(r.wall_s for r in runs), tuple(s.key for s in keyed))
+
+
+def at_least(counts: Sequence[int]) -> tuple[int, ...]:
+    """How many of the steps' counts are ≥ 1, ≥ 2, …, up to the largest: (3, 0, 2) → (2, 2, 1)."""
+    return tuple(sum(1 for c in counts if c > i) for i in range(max(counts, default=0)))
