@@ -13,9 +13,10 @@ import math
 import pytest
 
 from specgate.checks import Check
+from specgate.checks.acceptance import acceptance_check
 from specgate.checks.judgement import beside
 from specgate.checks.levels import family_size, looks_of
-from specgate.checks.regression import Levels, acceptance_check
+from specgate.checks.regression import Levels
 from specgate.checks.sequential import undecided_acceptance
 from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, Speculation

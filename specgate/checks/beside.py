@@ -13,16 +13,15 @@ import math
 
 import numpy as np
 
+from specgate.checks.acceptance import acceptance_check, shared_positions
 from specgate.checks.interference import busy
 from specgate.checks.levels import acceptance_levels
 from specgate.checks.regression import (
     Levels,
-    acceptance_check,
     accuracy_check,
     latency_keys,
     metric_checks,
     output_drift_check,
-    shared_positions,
 )
 from specgate.checks.subject import Results, Subject
 from specgate.comparison import (

@@ -126,81 +126,108 @@ def _arm(target: Target) -> str:
     return target.param
 
 
-def _eval(c: Context, t: Target) -> Evaluation:
-    return c.evaluation(t.pair, t.workload)
+def _eval(run: Context, target: Target) -> Evaluation:
+    return run.evaluation(target.pair, target.workload)
 
 
 CATALOGUE: tuple[CheckSpec, ...] = (
-    CheckSpec("samples", "sla", "workload", lambda c, t: sla.samples(_eval(c, t), c.policy.min_samples)),
-    CheckSpec("p99_ttft", "sla", "arm", lambda c, t: sla.p99_ttft(_eval(c, t), _arm(t), c.sla(t.pair)), speed=True),
     CheckSpec(
-        "decode_rate", "sla", "arm", lambda c, t: sla.decode_rate(_eval(c, t), _arm(t), c.sla(t.pair)), speed=True
+        "samples", "sla", "workload", lambda run, target: sla.samples(_eval(run, target), run.policy.min_samples)
     ),
-    CheckSpec("speedup", "sla", "arm", lambda c, t: sla.speedup(_eval(c, t), _arm(t), c.sla(t.pair)), speed=True),
+    CheckSpec(
+        "p99_ttft",
+        "sla",
+        "arm",
+        lambda run, target: sla.p99_ttft(_eval(run, target), _arm(target), run.sla(target.pair)),
+        speed=True,
+    ),
+    CheckSpec(
+        "decode_rate",
+        "sla",
+        "arm",
+        lambda run, target: sla.decode_rate(_eval(run, target), _arm(target), run.sla(target.pair)),
+        speed=True,
+    ),
+    CheckSpec(
+        "speedup",
+        "sla",
+        "arm",
+        lambda run, target: sla.speedup(_eval(run, target), _arm(target), run.sla(target.pair)),
+        speed=True,
+    ),
     CheckSpec(
         "acceptance_rate",
         "sla",
         "arm",
-        lambda c, t: sla.acceptance_rate(_eval(c, t), _arm(t), c.sla(t.pair)),
+        lambda run, target: sla.acceptance_rate(_eval(run, target), _arm(target), run.sla(target.pair)),
         speed=True,
     ),
     CheckSpec(
-        "greedy_identity", "drift", "arm", lambda c, t: drift.greedy_identity(_eval(c, t), _arm(t), c.sla(t.pair))
+        "greedy_identity",
+        "drift",
+        "arm",
+        lambda run, target: drift.greedy_identity(_eval(run, target), _arm(target), run.sla(target.pair)),
     ),
     CheckSpec(
         "task_accuracy",
         "drift",
         "arm",
-        lambda c, t: drift.task_accuracy(_eval(c, t), _arm(t), c.sla(t.pair)),
+        lambda run, target: drift.task_accuracy(_eval(run, target), _arm(target), run.sla(target.pair)),
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
         "content_flags",
         "drift",
         "arm",
-        lambda c, t: drift.content_flags(_eval(c, t), _arm(t), c.sla(t.pair), c.workload(t.workload).content),
+        lambda run, target: drift.content_flags(
+            _eval(run, target), _arm(target), run.sla(target.pair), run.workload(target.workload).content
+        ),
         needs="content",
     ),
     CheckSpec(
         "sampled_distribution",
         "drift",
         "arm",
-        lambda c, t: drift.sampled_distribution((t.pair, t.workload), _arm(t), c.sampled(t.pair, t.workload, _arm(t))),
+        lambda run, target: drift.sampled_distribution(
+            (target.pair, target.workload), _arm(target), run.sampled(target.pair, target.workload, _arm(target))
+        ),
         needs="sampling",
     ),
     CheckSpec(
         "ladder_accuracy",
         "ladder",
         "step",
-        lambda c, t: ladder.ladder_accuracy(_eval(c, t), _arm(t)),
+        lambda run, target: ladder.ladder_accuracy(_eval(run, target), _arm(target)),
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
         "ladder_perplexity",
         "ladder",
         "step",
-        lambda c, t: ladder.ladder_perplexity(_eval(c, t), _arm(t)),
+        lambda run, target: ladder.ladder_perplexity(_eval(run, target), _arm(target)),
         needs="perplexity",
     ),
     CheckSpec(
         "ladder_agreement",
         "ladder",
         "step",
-        lambda c, t: ladder.ladder_agreement(_eval(c, t), _arm(t), c.sla(t.pair)),
+        lambda run, target: ladder.ladder_agreement(_eval(run, target), _arm(target), run.sla(target.pair)),
         needs="lossless",
     ),
     CheckSpec(
         "ladder_scored",
         "ladder",
         "step",
-        lambda c, t: ladder.ladder_scored(t_where(t), _arm(t), [w for w in c.workloads if scores(c.workload(w))]),
+        lambda run, target: ladder.ladder_scored(
+            where_of(target), _arm(target), [w for w in run.workloads if scores(run.workload(w))]
+        ),
         needs="unscored",
     ),
     CheckSpec(
         "not_slower_than_reference",
         "regression",
         "metric",
-        lambda c, t: c.regression_check(t.pair, t.workload, f"reference:{t.param}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, f"reference:{target.param}"),
         speed=True,
         metric_keys=lambda plan: latency_keys(plan, beside=True) if plan.reference else (),
         reference_only=True,
@@ -209,14 +236,14 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "outputs_match_reference",
         "regression",
         "workload",
-        lambda c, t: c.regression_check(t.pair, t.workload, f"reference:{OUTPUT_DRIFT}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, f"reference:{OUTPUT_DRIFT}"),
         reference_only=True,
     ),
     CheckSpec(
         "task_accuracy_vs_reference",
         "regression",
         "workload",
-        lambda c, t: c.regression_check(t.pair, t.workload, f"reference:{TASK_ACCURACY}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, f"reference:{TASK_ACCURACY}"),
         tasks=ANSWERED_TASKS,
         reference_only=True,
     ),
@@ -224,7 +251,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "no_regression",
         "regression",
         "metric",
-        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{t.param}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:{target.param}"),
         speed=True,
         metric_keys=stored_keys,
     ),
@@ -232,20 +259,20 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "outputs_match_baseline",
         "regression",
         "workload",
-        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{OUTPUT_DRIFT}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:{OUTPUT_DRIFT}"),
     ),
     CheckSpec(
         "task_accuracy_not_lower",
         "regression",
         "workload",
-        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:{TASK_ACCURACY}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:{TASK_ACCURACY}"),
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
         "released_runtime",
         "regression",
         "workload",
-        lambda c, t: c.regression_check(t.pair, t.workload, "regression:environment"),
+        lambda run, target: run.regression_check(target.pair, target.workload, "regression:environment"),
         speed=True,
         reference_only=True,
     ),
@@ -253,48 +280,48 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "ladder_step_vs_baseline",
         "regression",
         "step",
-        lambda c, t: c.regression_check(t.pair, t.workload, f"regression:ladder:{_arm(t)}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:ladder:{_arm(target)}"),
         needs="scores",
     ),
     CheckSpec(
         "context_coverage",
         "long_context",
         "workload",
-        lambda c, t: long_context.context_coverage(t_where(t), _points(c, t)),
+        lambda run, target: long_context.context_coverage(where_of(target), _points(run, target)),
         long_only=True,
     ),
     CheckSpec(
         "ttft_growth",
         "long_context",
         "workload",
-        lambda c, t: long_context.ttft_growth(t_where(t), _points(c, t)),
+        lambda run, target: long_context.ttft_growth(where_of(target), _points(run, target)),
         long_only=True,
     ),
     CheckSpec(
         "cost_and_energy_reported",
         "resources",
         "workload",
-        lambda c, t: resources.energy_reported(_eval(c, t)),
+        lambda run, target: resources.energy_reported(_eval(run, target)),
         long_only=True,
     ),
     CheckSpec(
         "roofline_reported",
         "resources",
         "workload",
-        lambda c, t: resources.roofline_reported(_eval(c, t)),
+        lambda run, target: resources.roofline_reported(_eval(run, target)),
         long_only=True,
     ),
 )
 
 
-def t_where(target: Target) -> tuple[str, str]:
+def where_of(target: Target) -> tuple[str, str]:
     return (target.pair, target.workload)
 
 
-def _points(c: Context, t: Target) -> list[long_context.ContextPoint]:
+def _points(run: Context, target: Target) -> list[long_context.ContextPoint]:
     from specgate.measure.longdoc import load_context_targets
 
-    return long_context.context_points(_eval(c, t), load_context_targets(c.workload(t.workload).path))
+    return long_context.context_points(_eval(run, target), load_context_targets(run.workload(target.workload).path))
 
 
 def spec(name: str) -> CheckSpec:

@@ -19,13 +19,13 @@ import math
 from collections.abc import Mapping
 
 from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
+from specgate.checks.acceptance import acceptance_check
 from specgate.checks.beside import _resamples, beside, samples_for
 from specgate.checks.environment import ENVIRONMENT, environment_check
 from specgate.checks.ladder_baseline import ladder_vs_baseline
 from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import (
     Levels,
-    acceptance_check,
     accuracy_check,
     latency_keys,
     metric_checks,

@@ -16,9 +16,10 @@ import math
 from collections.abc import Callable, Sequence
 
 from specgate.checks import Check
+from specgate.checks.acceptance import acceptance_check, shared_positions
 from specgate.checks.beside import beside_latency
 from specgate.checks.levels import acceptance_levels, looks_of
-from specgate.checks.regression import Levels, acceptance_check, shared_positions
+from specgate.checks.regression import Levels
 from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
 from specgate.engines.base import Engine, Prompt

@@ -42,7 +42,7 @@ MIN_GAIN = 0.02  # a draft length is advised only when it is predicted to pay at
 
 
 @dataclass(frozen=True, slots=True)
-class Estimate:
+class FittedCost:
     """A fitted value with its 95 % bootstrap interval (over requests)."""
 
     value: float
@@ -56,15 +56,15 @@ class StepCosts:
     `verify_ms_per_token` is None when every step drafted the same number of tokens (the verify cost cannot be
     told from the overhead then); `draft_ms_per_step` None when the engine does not time the draft."""
 
-    plain_step_ms: Estimate
-    plain_ms_per_1k_context: Estimate
-    step_ms: Estimate
-    step_ms_per_1k_context: Estimate
-    verify_ms_per_token: Estimate | None
-    draft_ms_per_step: Estimate | None
-    draft_ms_per_token: Estimate | None
-    rollback_ms: Estimate | None
-    overhead_ms_per_step: Estimate
+    plain_step_ms: FittedCost
+    plain_ms_per_1k_context: FittedCost
+    step_ms: FittedCost
+    step_ms_per_1k_context: FittedCost
+    verify_ms_per_token: FittedCost | None
+    draft_ms_per_step: FittedCost | None
+    draft_ms_per_token: FittedCost | None
+    rollback_ms: FittedCost | None
+    overhead_ms_per_step: FittedCost
     tokens_per_step: float
     drafted_per_step: float
     drafting_share: float
@@ -106,7 +106,7 @@ class SpeedupExplanation:
     gamma: int
     costs: StepCosts
     waterfall: tuple[WaterfallStep, ...]
-    predicted_speedup: Estimate
+    predicted_speedup: FittedCost
     measured_speedup: float
     draft_lengths: tuple[DraftLength, ...] = ()
     best_gamma: int | None = None
@@ -304,10 +304,10 @@ def explain_speedup(
         _point([pairs[i] for i in rng.integers(0, len(pairs), len(pairs))], gamma, method) for _ in range(resamples)
     ]
 
-    def estimate(name: str) -> Estimate:
-        return Estimate(point.values[name], _interval(np.asarray([d.values[name] for d in draws])))
+    def estimate(name: str) -> FittedCost:
+        return FittedCost(point.values[name], _interval(np.asarray([d.values[name] for d in draws])))
 
-    def optional(name: str) -> Estimate | None:
+    def optional(name: str) -> FittedCost | None:
         return None if not np.isfinite(point.values[name]) else estimate(name)
 
     verify = optional("verify_ms_per_token")
@@ -372,7 +372,7 @@ def explain_speedup(
 NOISY_WIDTH = 0.5  # a 95 % interval wider than half its value (or than a plain step) is no fit to explain with
 
 
-def _too_noisy(predicted: Estimate, costs: StepCosts, lengths: Sequence[DraftLength], best: int | None) -> str:
+def _too_noisy(predicted: FittedCost, costs: StepCosts, lengths: Sequence[DraftLength], best: int | None) -> str:
     """Why the fit is too noisy to explain the speedup or advise a draft length (its intervals are as wide as what
     they bound: a busy machine's timings), or ""."""
     low, high = predicted.ci
@@ -441,7 +441,7 @@ def _waterfall(point: _Point, costs: StepCosts, measured: float, method: str) ->
     return tuple(steps)
 
 
-__all__ = ["DraftLength", "Estimate", "SpeedupExplanation", "StepCosts", "WaterfallStep", "explain_speedup"]
+__all__ = ["DraftLength", "FittedCost", "SpeedupExplanation", "StepCosts", "WaterfallStep", "explain_speedup"]
 
 
 def _positions(gamma: int) -> str:

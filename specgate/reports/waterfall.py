@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specgate.measure.stepcosts import Estimate, SpeedupExplanation
+from specgate.measure.stepcosts import FittedCost, SpeedupExplanation
 from specgate.reports.document import VerdictDocument
 
 WATERFALL_HEADERS = (
@@ -22,7 +22,7 @@ WATERFALL_HEADERS = (
 )
 
 
-def _ci(estimate: Estimate, fmt: str, unit: str = "") -> str:
+def _ci(estimate: FittedCost, fmt: str, unit: str = "") -> str:
     low, high = estimate.ci
     return "" if low != low or high != high else f" (95% CI {low:{fmt}}–{high:{fmt}}{unit})"
 
