@@ -5,15 +5,16 @@ per pair × workload and caches what it returns (or the error it raised)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from specgate.checks.sequential import extend_acceptance, stop_rule
+from specgate.checks.sequential import acceptance_steps, stop_rule, undecided_acceptance
 from specgate.config import GatePolicy, HardwareProfile, SlaLimits, WorkloadConfig
-from specgate.engines.base import Engine, ExplainsDivergences, LoadShape, ScoresPerplexity
+from specgate.engines.base import Engine, ExplainsDivergences, LoadShape, Prompt, ScoresPerplexity
 from specgate.evaluation import Evaluation, evaluate
 from specgate.measure.monitor import ArmMonitor
 from specgate.measure.perplexity import measure_perplexity
-from specgate.measure.protocol import Planner, Progress, RunObserver, measure_plan
+from specgate.measure.pool import extend_over_pool
+from specgate.measure.protocol import Measurement, Planner, Progress, RunObserver, measure_plan
 from specgate.measure.workloads import load_workload
 from specgate.plan import MeasurementPlan
 
@@ -79,3 +80,22 @@ def measure_workload(
         perplexity=measure_perplexity(engine, plan, prompts) if scores else None,  # type: ignore[arg-type]
         gate_speed=workload.gate_speed,
     )
+
+
+def extend_acceptance(
+    engine: Engine,
+    measurement: Measurement,
+    workload: WorkloadConfig,
+    sla: SlaLimits,
+    policy: GatePolicy,
+    observer: RunObserver | None = None,
+) -> Measurement:
+    """The measurement, extended over the workload's acceptance pool while an acceptance comparison beside the
+    reference is UNKNOWN (reference mode with `acceptance_prompts` only)."""
+    plan, prompts = measurement.plan, measurement.prompts
+    if not plan.beside or not workload.acceptance_prompts:
+        return measurement
+    pool: Sequence[Prompt] = load_workload(workload, limit=workload.acceptance_prompts)[len(prompts) :]
+    steps = acceptance_steps(plan, workload, len(prompts))
+    undecided = undecided_acceptance(plan, measurement.hardware, sla, policy, steps)
+    return extend_over_pool(engine, measurement, pool, undecided, observer) if pool else measurement

@@ -3,8 +3,8 @@
 - `stop_rule`: in reference mode, rounds continue while a latency comparison beside the reference is UNKNOWN, in
   batches sized from the spread measured so far, in the arms of the undecided comparisons only (up to
   `gate.max_repetitions` rounds and `gate.looks` looks; `specgate.measure.protocol`).
-- `extend_acceptance`: when a speculative arm's acceptance cannot be told from its reference's on the timed
-  prompts, the workload's acceptance pool is measured step by step (`specgate.measure.pool`).
+- `undecided_acceptance`: the arms whose acceptance cannot be told from their reference's yet, on the timed prompts
+  and the pool measured so far (`specgate.measuring` then measures the workload's acceptance pool step by step).
 
 Both decide with the very functions the final checks use, at the levels the final checks hold (their looks counted),
 so stopping early never changes what a check would say.
@@ -13,7 +13,7 @@ so stopping early never changes what a check would say.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from specgate.checks import Check
 from specgate.checks.acceptance import acceptance_check, shared_positions
@@ -22,11 +22,9 @@ from specgate.checks.levels import acceptance_levels, looks_of
 from specgate.checks.regression import Levels
 from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, WorkloadConfig
-from specgate.engines.base import Engine, Prompt
-from specgate.measure.pool import extend_over_pool, pool_steps
-from specgate.measure.protocol import Measurement, Next, RunObserver
+from specgate.measure.pool import pool_steps
+from specgate.measure.protocol import Measurement, Next
 from specgate.measure.samples import arm_samples, probe_samples
-from specgate.measure.workloads import load_workload
 from specgate.plan import MeasurementPlan
 from specgate.stats.decision import percent, t_quantile, units_needed, units_to_pass
 from specgate.store.records import RunRecord
@@ -147,22 +145,3 @@ def acceptance_steps(plan: MeasurementPlan, workload: WorkloadConfig, timed: int
     """The prompt counts an acceptance comparison is looked at: the pool's steps in reference mode, else none."""
     pooled = plan.beside and workload.acceptance_prompts
     return pool_steps(timed, workload.acceptance_prompts) if pooled else ()
-
-
-def extend_acceptance(
-    engine: Engine,
-    measurement: Measurement,
-    workload: WorkloadConfig,
-    sla: SlaLimits,
-    policy: GatePolicy,
-    observer: RunObserver | None = None,
-) -> Measurement:
-    """The measurement, extended over the workload's acceptance pool while an acceptance comparison beside the
-    reference is UNKNOWN (reference mode with `acceptance_prompts` only)."""
-    plan, prompts = measurement.plan, measurement.prompts
-    if not plan.beside or not workload.acceptance_prompts:
-        return measurement
-    pool: Sequence[Prompt] = load_workload(workload, limit=workload.acceptance_prompts)[len(prompts) :]
-    steps = acceptance_steps(plan, workload, len(prompts))
-    undecided = undecided_acceptance(plan, measurement.hardware, sla, policy, steps)
-    return extend_over_pool(engine, measurement, pool, undecided, observer) if pool else measurement
