@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 SLA = "sla"
@@ -27,6 +28,21 @@ CATEGORIES = (SLA, REGRESSION, DRIFT, INFRASTRUCTURE)
 # its file cannot be used (corrupt, another schema or pair)
 NO_BASELINE = "NO BASELINE"
 UNUSABLE_BASELINE = "UNUSABLE BASELINE"
+
+
+class Outcome(str, Enum):
+    """What a comparison decided (`Check.outcome`): PASS, BLOCK ("REGRESSED": significant and beyond the
+    tolerance), UNKNOWN (the data cannot tell), or why there was nothing to decide on."""
+
+    PASS = "PASS"
+    BLOCK = "BLOCK"
+    UNKNOWN = "UNKNOWN"
+    NOT_COMPARABLE = "NOT COMPARABLE"
+    NO_BASELINE = NO_BASELINE
+    UNUSABLE_BASELINE = UNUSABLE_BASELINE
+    NOT_RECORDED = "NOT RECORDED"
+    NOT_MEASURED = "NOT MEASURED"
+    UPDATE = "UPDATE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +63,12 @@ class Check:
     baseline: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     arm: str | None = None
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The comparison's decision, typed; None for a check that states none (an SLA, a report)."""
+        stated = self.details.get("outcome")
+        return None if stated is None else Outcome(stated)
 
     @property
     def key(self) -> str:

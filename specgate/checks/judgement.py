@@ -18,7 +18,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
+from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check, Outcome
 from specgate.checks.acceptance import acceptance_check
 from specgate.checks.beside import _resamples, beside, samples_for
 from specgate.checks.environment import ENVIRONMENT, environment_check
@@ -229,7 +229,7 @@ def _recordable(result: Check | Exception) -> Check | Exception:
     tolerance of the history (more runs are what decide a spread); one that looks slower than the tolerance is not
     recorded, however undecided: a history must never drift towards a slower build, a few percent per update. A
     significant regression is never recorded either."""
-    if not isinstance(result, Check) or result.details.get("outcome") != "UNKNOWN":
+    if not isinstance(result, Check) or result.outcome is not Outcome.UNKNOWN:
         return result
     change, tolerance = result.details.get("relative_change"), result.limit
     if change is None or tolerance is None or change > tolerance:

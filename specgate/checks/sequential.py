@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from specgate.checks import Check
+from specgate.checks import Check, Outcome
 from specgate.checks.acceptance import acceptance_check, shared_positions
 from specgate.checks.beside import beside_latency
 from specgate.checks.levels import acceptance_levels, looks_of
@@ -47,10 +47,10 @@ def stop_rule(
         # tails are compared for detection only (never UNKNOWN): more rounds are not for them
         results = beside_latency(Subject(plan, record, None, "", sla, prompts, 0), policy, levels, tails=False)
         checks = {name: r for name, r in results.items() if isinstance(r, Check)}
-        if any(c.details.get("outcome") == "BLOCK" for c in checks.values()):
-            blocked = ", ".join(n for n, c in checks.items() if c.details.get("outcome") == "BLOCK")
+        if any(c.outcome is Outcome.BLOCK for c in checks.values()):
+            blocked = ", ".join(n for n, c in checks.items() if c.outcome is Outcome.BLOCK)
             return Next(0, why=f"{blocked} REGRESSED ({_said(checks)})")
-        undecided = {n: c for n, c in checks.items() if c.details.get("outcome") == "UNKNOWN"}
+        undecided = {n: c for n, c in checks.items() if c.outcome is Outcome.UNKNOWN}
         failed = [n for n, r in results.items() if not isinstance(r, Check)]
         said = _said(checks)
         if not undecided and not failed:
@@ -76,7 +76,7 @@ def _said(checks: dict[str, Check]) -> str:
     parts = []
     for name, check in checks.items():
         change, ci = check.details.get("relative_change"), check.ci
-        outcome = {"BLOCK": "REGRESSED"}.get(str(check.details.get("outcome")), str(check.details.get("outcome")))
+        outcome = "REGRESSED" if check.outcome is Outcome.BLOCK else str(check.outcome and check.outcome.value)
         numbers = "" if change is None else f" {percent(change)}" + ("" if ci is None else f" (≤ {percent(ci[1])})")
         parts.append(f"{name.split(':', 1)[1]} {outcome}{numbers}")
     return "; ".join(parts)
@@ -118,7 +118,7 @@ def undecided_acceptance(
                     acceptance_levels(policy, steps, record.acceptance_view(arm)), "", arm=arm,
                     lengths=shared_positions(plan, arm, ref_arm),
                 )  # fmt: skip
-                if check.details.get("outcome") == "UNKNOWN":
+                if check.outcome is Outcome.UNKNOWN:
                     found += [arm, ref_arm]
         return found
 
