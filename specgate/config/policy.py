@@ -24,7 +24,10 @@ class GatePolicy:
     machine, and a prefill costs a fraction of a full request. `clock` is the time latency regressions are judged in:
     `cpu` (the engine's CPU time, which other work on the machine does not stretch), `wall`, or `auto` (CPU time
     where the engine measures it on a CPU backend, wall time elsewhere); SLA checks and reports always show wall
-    time. A unit measured under heavy interference is measured again, up to `remeasure` of a round's units."""
+    time. A unit measured under heavy interference is measured again, up to `remeasure` of a round's units.
+    `interleave` is how a unit's arms share the machine on engines that take one request at a time: `step` (they run
+    at once, taking turns at every decoding step, each timed on its own turns, where the engine can) or `request`
+    (one arm's request after the other's)."""
 
     alpha: float = 0.01
     repetitions: int = 2
@@ -41,9 +44,11 @@ class GatePolicy:
     pass_probability: float = 0.95
     clock: str = "auto"
     remeasure: float = 0.25
+    interleave: str = "step"
 
 
 CLOCKS = ("auto", "cpu", "wall")
+INTERLEAVE = ("step", "request")
 FRACTIONS = ("alpha", "pass_probability", "remeasure")
 
 
@@ -56,8 +61,8 @@ def read_gate(data: Any, source: str) -> GatePolicy:
         if key == "latency_baseline":
             values[key] = check_choice(value, LATENCY_BASELINE, source, f"gate.{key}")
             continue
-        if key == "clock":
-            values[key] = check_choice(value, CLOCKS, source, f"gate.{key}")
+        if key in ("clock", "interleave"):
+            values[key] = check_choice(value, CLOCKS if key == "clock" else INTERLEAVE, source, f"gate.{key}")
             continue
         kind: type | tuple[type, ...] = (int, float) if key in FRACTIONS else int
         values[key] = typed(value, kind, source, f"gate.{key}")

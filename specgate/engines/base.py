@@ -97,7 +97,9 @@ class SpecCounters:
 class ArmRun:
     """The traces of one call of `Engine.run` for one arm, with the wall time it took. `pressure_s` is how long, during
     the call, some task on the machine was waiting for a CPU (Linux pressure stall information, `some`), `steal_s` the
-    CPU time the hypervisor gave to other guests; None where the machine does not tell."""
+    CPU time the hypervisor gave to other guests; None where the machine does not tell. `spans` are the (start, end)
+    `perf_counter` times the arm ran in when it shared its call's time with other arms (lockstep, `RunsInLockstep`;
+    `wall_s` is then their sum); empty when the call was the arm's alone."""
 
     arm: str
     traces: tuple[RequestTrace, ...]
@@ -105,6 +107,7 @@ class ArmRun:
     counters: SpecCounters | None = None
     pressure_s: float | None = None
     steal_s: float | None = None
+    spans: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +212,15 @@ class ServedEngine(Protocol):
 
     served_runs: list[Any]
     notes: list[str]
+
+
+@runtime_checkable
+class RunsInLockstep(Protocol):
+    """An engine that can run one prompt in several arms at once, the arms taking turns step by step, each timed
+    on its own turns (`specgate.engines.lockstep`): a unit's arms are then milliseconds apart, not seconds, and what
+    the machine does meanwhile falls on all of them alike. One `ArmRun` per arm, in the order asked."""
+
+    def run_lockstep(self, prompt: Prompt, arms: Sequence[str], *, repetition: int) -> list[ArmRun]: ...
 
 
 @runtime_checkable

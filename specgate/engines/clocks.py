@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def _threads(pid: int) -> list[Path]:
@@ -63,3 +64,44 @@ def spin_cpu(seconds: float) -> None:
     deadline = time.process_time() + seconds
     while time.process_time() < deadline:
         pass
+
+
+class ChunkClock:
+    """A minimal streamer: the arrival time, process CPU time and size of each chunk. Nothing else runs on the hot
+    path (unless the arm has an injected slowdown, which burns CPU here)."""
+
+    __slots__ = ("_last_cpu", "_prompt_seen", "_slowdown", "cpu", "sizes", "times")
+
+    def __init__(self, slowdown: float = 0.0) -> None:
+        self.times: list[float] = []
+        self.cpu: list[float] = []
+        self.sizes: list[int] = []
+        self._prompt_seen = False
+        self._last_cpu = 0.0
+        self._slowdown = slowdown
+
+    def start(self) -> tuple[float, float]:
+        """The request's (wall, CPU) origin, read just before it is submitted."""
+        self._last_cpu = time.process_time()
+        return time.perf_counter(), self._last_cpu
+
+    def put(self, value: Any) -> None:
+        now = time.perf_counter()
+        cpu = time.process_time()
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        if self._slowdown:
+            spin_cpu((cpu - self._last_cpu) * self._slowdown)
+            now, cpu = time.perf_counter(), time.process_time()
+        self._last_cpu = cpu
+        self.times.append(now)
+        self.cpu.append(cpu)
+        self.sizes.append(int(value.numel()))
+
+    def end(self) -> None:
+        pass
+
+    def stop(self) -> float:
+        """The done time, read when the request returned (or failed)."""
+        return time.perf_counter()

@@ -13,7 +13,8 @@ chunk is the request's latency in CPU time, and the run-queue wait of the proces
 `--inject-slowdown` self-test) burns, inside that callback, that fraction of the CPU time of the step that just
 ended before the next step starts (a busy loop, not a sleep: a sleeping process gives up its core, and what it
 finds on waking costs more than it slept): every step of that arm takes (1 + slowdown) times its CPU time, and as
-much longer in wall time on an otherwise idle core.
+much longer in wall time on an otherwise idle core. `run_lockstep` runs one prompt in several arms at once, the arms
+taking turns at every chunk (`specgate.engines.lockstep`), each timed on its own turns.
 Acceptance is counted, not estimated: the candidate generator is wrapped and every call of
 `update_candidate_strategy(input_ids, scores, n_matches)` is one verification step with `scores.shape[1] - 1`
 tokens drafted and `n_matches` accepted (after transformers' own EOS/length cropping); the same wrapper stamps
@@ -24,15 +25,18 @@ tokens drafted and `n_matches` accepted (after transformers' own EOS/length crop
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
-from specgate.engines.clocks import RunQueueClock, spin_cpu, waited
+from specgate.engines.clocks import ChunkClock, RunQueueClock, waited
+from specgate.engines.lockstep import TurnClock, together
 from specgate.engines.transformers_quant import (
     inference_context,
     kv_cache_kwargs,
@@ -45,42 +49,9 @@ from specgate.models import ResolvedModel, resolve
 from specgate.plan import Arm
 
 
-class _ChunkClock:
-    """A minimal streamer: the arrival time, process CPU time and size of each chunk. Nothing else runs on the hot
-    path (unless the arm has an injected slowdown, which burns CPU here)."""
-
-    __slots__ = ("_last_cpu", "_prompt_seen", "_slowdown", "cpu", "sizes", "times")
-
-    def __init__(self, start_cpu: float, slowdown: float = 0.0) -> None:
-        self.times: list[float] = []
-        self.cpu: list[float] = []
-        self.sizes: list[int] = []
-        self._prompt_seen = False
-        self._last_cpu = start_cpu
-        self._slowdown = slowdown
-
-    def put(self, value: Any) -> None:
-        now = time.perf_counter()
-        cpu = time.process_time()
-        if not self._prompt_seen:
-            self._prompt_seen = True
-            return
-        if self._slowdown:
-            spin_cpu((cpu - self._last_cpu) * self._slowdown)
-            now, cpu = time.perf_counter(), time.process_time()
-        self._last_cpu = cpu
-        self.times.append(now)
-        self.cpu.append(cpu)
-        self.sizes.append(int(value.numel()))
-
-    def end(self) -> None:
-        pass
-
-
-class _StepCounter:
-    """Collects (drafted, accepted, draft seconds) per verification step of the request being generated."""
-
-    __slots__ = ("accepted", "draft_s", "drafted")
+class _StepCounter(threading.local):
+    """Collects (drafted, accepted, draft seconds) per verification step of the request being generated, per thread
+    (arms in lockstep generate in threads of their own, `specgate.engines.lockstep`)."""
 
     def __init__(self) -> None:
         self.drafted: list[int] = []
@@ -267,7 +238,7 @@ class TransformersEngine:
         self._inputs[key] = (prompt, ids)
         return ids
 
-    def _generate(self, setup: _Setup, ids: Any, max_new_tokens: int, clock: _ChunkClock | None) -> Any:
+    def _generate(self, setup: _Setup, ids: Any, max_new_tokens: int, clock: ChunkClock | TurnClock | None) -> Any:
         import torch
 
         tokenizer = setup.tokenizer
@@ -290,18 +261,43 @@ class TransformersEngine:
         traces = tuple(self._run_one(setup, prompt, repetition) for prompt in prompts)
         return ArmRun(arm=arm, traces=traces, wall_s=time.perf_counter() - started)
 
-    def _run_one(self, setup: _Setup, prompt: Prompt, repetition: int) -> RequestTrace:
+    def run_lockstep(self, prompt: Prompt, arms: Sequence[str], *, repetition: int) -> list[ArmRun]:
+        """One prompt in every arm at once, the arms taking turns step by step (`specgate.engines.lockstep`); per
+        arm its run, timed on its own turns (`ArmRun.spans`), with the unit's run-queue wait shared by those times."""
+        setups = [self._arm(arm) for arm in arms]
+        for setup in setups:  # tokenized before the arms start: nothing but their steps runs while they alternate
+            self._encode(setup, prompt)
+        before = self._queue.read()
+        started = time.perf_counter()
+        done = together(
+            [partial(self._run_one, setup, prompt, repetition) for setup in setups],
+            [setup.arm.slowdown for setup in setups],
+        )
+        unit_s = time.perf_counter() - started
+        wait = waited(before, self._queue.read())
+        return [
+            ArmRun(
+                arm=trace.arm,
+                traces=(replace(trace, wait_s=None if wait is None else wait * clock.held_s / unit_s),),
+                wall_s=clock.held_s,
+                spans=tuple(clock.spans),
+            )
+            for trace, clock in done
+        ]
+
+    def _run_one(
+        self, setup: _Setup, prompt: Prompt, repetition: int, clock: ChunkClock | TurnClock | None = None
+    ) -> RequestTrace:
         arm = setup.arm.name
         ids = self._encode(setup, prompt)
         self._steps.reset()
-        queue_before = self._queue.read()
-        submit_cpu = time.process_time()
-        submit = time.perf_counter()
-        clock = _ChunkClock(submit_cpu, setup.arm.slowdown)
+        queue_before = None if clock is not None else self._queue.read()
+        clock = clock or ChunkClock(setup.arm.slowdown)
+        submit, submit_cpu = clock.start()
         try:
             output = self._generate(setup, ids, prompt.max_new_tokens, clock)
         except Exception as exc:
-            done = time.perf_counter()
+            done = clock.stop()
             return RequestTrace(
                 prompt.id,
                 arm,
@@ -315,8 +311,8 @@ class TransformersEngine:
                 done_s=done,
                 error=f"{type(exc).__name__}: {exc}",
             )
-        done = time.perf_counter()
-        queue_after = self._queue.read()
+        done = clock.stop()
+        queue_after = None if queue_before is None else self._queue.read()
         new_ids = tuple(int(t) for t in output[0, ids.shape[1] :].tolist())
         eos = setup.tokenizer.eos_token_id
         return RequestTrace(

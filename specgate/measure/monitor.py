@@ -117,7 +117,7 @@ class ArmMonitor:
         self._opened = time.perf_counter()
 
     def after_run(self, arm: str, run: ArmRun) -> None:
-        self._windows.setdefault(arm, []).append((self._opened, time.perf_counter()))
+        self._windows.setdefault(arm, []).extend(run.spans or ((self._opened, time.perf_counter()),))
         peak = self._read_peak()
         if peak is None:
             return

@@ -17,6 +17,11 @@ A unit (one prompt in one round, every active arm) measured while the engine wai
 `HEAVY_WAIT` of its time is measured again right away, up to `policy.remeasure` of a round's units: both attempts
 stay in the record (`Sample.attempt`), comparisons read the last, and the reports count them.
 
+Where the engine can (`RunsInLockstep`) and `policy.interleave` is `step`, a unit's arms do not run one after
+another: they run at once, taking turns at every decoding step, each timed on its own turns
+(`specgate.engines.lockstep`), so that their steps are milliseconds apart and what the machine does meanwhile falls
+on every arm alike; the TTFT probes stay one request at a time (a probe is a single step).
+
 Around every engine call the machine's CPU pressure and steal time are read (`specgate.measure.pressure`), and a
 `Progress` hears about every unit, so a long measurement is never silent.
 
@@ -35,12 +40,24 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from specgate.config import GatePolicy
-from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RenewsInstances, RequestTrace
+from specgate.engines.base import (
+    ArmRun,
+    Engine,
+    LoadShape,
+    Prompt,
+    RenewsInstances,
+    RequestTrace,
+    RunsInLockstep,
+)
 from specgate.errors import MeasurementError
 from specgate.measure.pressure import between, read_pressure
 from specgate.plan import MeasurementPlan
 
 HEAVY_WAIT = 0.25  # a request that waited for a CPU a quarter of its time or more is measured again
+LOCKSTEP = (
+    "arms in lockstep: each unit's arms ran at once, taking turns at every decoding step, each timed on its own "
+    "turns (gate.interleave: step)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +67,8 @@ class Measurement:
     `models` are the model files' hashes by arm and role; `cost_ratios` the draft/target step cost c by arm;
     `probes` the time-to-first-token probes by arm (one-token requests, see `measure_plan`); `pool` the acceptance
     pool's requests by arm, on `pool_prompts` (`specgate.measure.pool`); `rounds_by_arm` how many rounds each arm
-    was measured (arms whose comparisons were decided stop early); `looks` the decisions taken while measuring."""
+    was measured (arms whose comparisons were decided stop early); `looks` the decisions taken while measuring;
+    `notes` how the arms were measured, in words (e.g. in lockstep)."""
 
     plan: MeasurementPlan
     hardware: str
@@ -69,6 +87,7 @@ class Measurement:
     rounds_by_arm: Mapping[str, int] = field(default_factory=dict)
     looks: tuple[str, ...] = ()
     instances: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def pair(self) -> str:
@@ -129,12 +148,16 @@ class _Runs:
     probes: dict[str, list[ArmRun]]
     warmed: set[str] = field(default_factory=set)
 
-    def call(self, batch: Sequence[Prompt], arm: str, repetition: int) -> ArmRun:
-        engine = self.engine
-        if arm not in self.warmed:  # just before the arm's first measured call: engines that switch arms start once
+    def warm(self, arm: str) -> None:
+        """Just before the arm's first measured call: warm-up requests (engines that switch arms start once)."""
+        if arm not in self.warmed:
             self.warmed.add(arm)
             for prompt in self.prompts[: self.policy.warmup]:
-                engine.run([prompt], arm, repetition=-1)
+                self.engine.run([prompt], arm, repetition=-1)
+
+    def call(self, batch: Sequence[Prompt], arm: str, repetition: int) -> ArmRun:
+        engine = self.engine
+        self.warm(arm)
         if self.observer is not None:
             self.observer.before_run(arm)
         before = read_pressure()
@@ -149,11 +172,47 @@ class _Runs:
             self.observer.after_run(arm, result)
         return result
 
+    def together(self, prompt: Prompt, order: Sequence[str], repetition: int) -> list[ArmRun]:
+        """The unit's arms in lockstep (`RunsInLockstep`): the machine's pressure and steal over the unit are shared
+        out by each arm's own time."""
+        engine = self.engine
+        assert isinstance(engine, RunsInLockstep)
+        for arm in order:
+            self.warm(arm)
+            if self.observer is not None:
+                self.observer.before_run(arm)
+        before = read_pressure()
+        started = time.perf_counter()
+        runs = engine.run_lockstep(prompt, order, repetition=repetition)
+        unit_s = time.perf_counter() - started
+        pressure, steal = between(before, read_pressure())
+        results = []
+        for arm, run in zip(order, runs, strict=True):
+            share = run.wall_s / unit_s if unit_s > 0 else 0.0
+            shared = replace(
+                run,
+                pressure_s=None if pressure is None else pressure * share,
+                steal_s=None if steal is None else steal * share,
+            )
+            result = checked_run(accounted(shared, [prompt], repetition))
+            if self.observer is not None:
+                self.observer.after_run(arm, result)
+            results.append(result)
+        return results
+
     def unit(self, prompt: Prompt, order: Sequence[str], repetition: int) -> list[ArmRun]:
-        results = [self.call([prompt], arm, repetition) for arm in order]
+        if len(order) > 1 and lockstep(self.engine, self.policy):
+            results = self.together(prompt, order, repetition)
+        else:
+            results = [self.call([prompt], arm, repetition) for arm in order]
         for result in results:
             self.runs[result.arm].append(result)
         return results
+
+
+def lockstep(engine: Engine, policy: GatePolicy) -> bool:
+    """Whether a unit's arms run in lockstep: the policy asks for it (`interleave: step`) and the engine can."""
+    return policy.interleave == "step" and isinstance(engine, RunsInLockstep)
 
 
 def heavy(run: ArmRun) -> bool:
@@ -212,6 +271,7 @@ def measure_plan(
             rounds_by_arm=dict(rounds_by_arm),
             looks=tuple(looks),
             instances=engine.instance_notes() if isinstance(engine, RenewsInstances) else (),
+            notes=(LOCKSTEP,) if len(plan.names) > 1 and lockstep(engine, policy) and not _load_mode(load) else (),
         )
 
     last = max(policy.repetitions, policy.max_repetitions if stop is not None else 0)
