@@ -4,7 +4,9 @@ and the real engine's lockstep units return what the same requests return one af
 from __future__ import annotations
 
 import itertools
+import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from specgate.config import GatePolicy, HardwareProfile, Speculation, WorkloadCo
 from specgate.config.policy import read_gate
 from specgate.engines.base import ArmRun, Prompt
 from specgate.engines.fake import FakeEngine
-from specgate.engines.lockstep import TurnClock, together
+from specgate.engines.lockstep import TurnClock, circuit, current_cpu, together
 from specgate.errors import ConfigError
 from specgate.measure.protocol import LOCKSTEP, measure_plan
 from specgate.measure.workloads import load_workload
@@ -54,10 +56,21 @@ def stepper(name: str, steps: int, log: list[str], fail_at: int | None = None) -
     return party
 
 
-def test_turns_pass_round_robin_and_skip_a_party_that_finished() -> None:
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6])
+def test_in_the_order_of_turns_every_arm_follows_every_other_once_and_never_itself(k: int) -> None:
+    order = circuit(k)
+    follows = Counter((order[i - 1], order[i]) for i in range(len(order)))
+    assert order[0] == 0
+    assert follows == Counter({(a, b): 1 for a in range(k) for b in range(k) if a != b})
+
+
+def test_turns_follow_that_order_and_skip_a_party_that_finished() -> None:
     log: list[str] = []
+    together([stepper("a", 6, log), stepper("b", 6, log), stepper("c", 6, log)], [0.0, 0.0, 0.0])
+    assert log[:6] == ["abc"[i] for i in circuit(3)]
+    log = []
     done = together([stepper("a", 3, log), stepper("b", 1, log), stepper("c", 2, log)], [0.0, 0.0, 0.0])
-    assert log == ["a", "b", "c", "a", "c", "a"]
+    assert log == ["a", "b", "a", "c", "a", "c"]  # a b a c, then b is done: a and c alternate
     assert [name for name, _ in done] == ["a", "b", "c"]
     assert [len(clock.times) for _, clock in done] == [3, 1, 2]
 
@@ -80,6 +93,21 @@ def test_a_failing_arm_leaves_the_others_running_and_the_error_reaches_the_calle
         together([stepper("a", 3, log), stepper("b", 3, log, fail_at=1)], [0.0, 0.0])
     assert log == ["a", "b", "a", "a"]
     assert threading.active_count() == 1 or all(not t.name.startswith("specgate-arm") for t in threading.enumerate())
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="thread affinity is Linux's")
+def test_with_a_cpu_every_arm_runs_bound_to_that_cpu() -> None:
+    cpu = current_cpu()
+    assert cpu is not None and cpu in os.sched_getaffinity(0)
+
+    def party(clock: TurnClock) -> set[int]:
+        clock.start()
+        clock.stop()
+        return os.sched_getaffinity(0)
+
+    done = together([party, party], [0.0, 0.0], cpu=cpu)
+    assert [mask for mask, _ in done] == [{cpu}, {cpu}]
+    assert os.sched_getaffinity(0) != {cpu} or len(os.sched_getaffinity(0)) == 1  # the caller is left as it was
 
 
 class LockstepFake(FakeEngine):

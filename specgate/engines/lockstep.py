@@ -7,7 +7,8 @@ turn passes from arm to arm at every decoding step (every chunk the engine strea
 arm A's step k + 1, … Each arm is timed only while it holds the turn, so its times are those of its own steps, and
 the arms' steps are milliseconds apart: slow drift and most interference fall on every arm alike.
 
-`Turns` passes the turn round-robin among the arms still running; `TurnClock` is an arm's streamer: it records,
+`Turns` passes the turn among the arms still running, in an order where every arm comes right after every other
+equally often (`circuit`); `TurnClock` is an arm's streamer: it records,
 at each chunk, the arm's own time so far (wall and process CPU), then hands the turn on and waits for it. Nothing
 else runs on the hot path. Only one thread runs engine code at any moment (the others wait on a condition), so the
 engine's threads serve whichever arm holds the turn, as they would serve one request alone.
@@ -15,9 +16,12 @@ engine's threads serve whichever arm holds the turn, as they would serve one req
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from specgate.engines.clocks import spin_cpu
@@ -26,14 +30,36 @@ Span = tuple[float, float]
 T = TypeVar("T")
 
 
-class Turns:
-    """A turn passed round-robin among `n` parties; a party that leaves is skipped from then on."""
+def circuit(k: int) -> tuple[int, ...]:
+    """An order of turns for `k` parties, repeated cyclically, in which every party comes right after every other
+    exactly once per cycle and never after itself (an Eulerian circuit of the complete directed graph, from 0): for
+    3 parties 0 1 0 2 1 2. Whatever one step leaves behind for the next (caches, memory), every arm then inherits
+    it from every other arm alike within each unit, not from one arm in one unit and another in the next."""
+    if k <= 1:
+        return (0,) * k
+    unused = {v: [u for u in reversed(range(k)) if u != v] for v in range(k)}
+    stack, path = [0], []
+    while stack:
+        v = stack[-1]
+        if unused[v]:
+            stack.append(unused[v].pop())
+        else:
+            path.append(stack.pop())
+    path.reverse()
+    return tuple(path[:-1])
 
-    __slots__ = ("_cv", "_holder", "_live")
+
+class Turns:
+    """A turn passed among `n` parties in the order of `circuit` (party 0 first); a party that leaves is skipped
+    from then on (the order is the circuit of the parties still running)."""
+
+    __slots__ = ("_at", "_cv", "_holder", "_live", "_order")
 
     def __init__(self, n: int) -> None:
         self._cv = threading.Condition()
         self._live = list(range(n))
+        self._order = circuit(n)
+        self._at = 0
         self._holder = 0
 
     def wait(self, me: int) -> None:
@@ -43,10 +69,10 @@ class Turns:
                 self._cv.wait()
 
     def hand_on(self, me: int) -> None:
-        """Give the turn to the next party still running, then wait for it to come back."""
+        """Give the turn to the next party in the order, then wait for it to come back."""
         with self._cv:
-            live = self._live
-            self._holder = live[(live.index(me) + 1) % len(live)]
+            self._at = (self._at + 1) % len(self._order)
+            self._holder = self._order[self._at]
             self._cv.notify_all()
             while self._holder != me:
                 self._cv.wait()
@@ -54,13 +80,15 @@ class Turns:
     def leave(self, me: int) -> None:
         """`me` is done: the turn goes on without it."""
         with self._cv:
-            live = self._live
-            if me not in live:
+            if me not in self._live:
                 return
-            at = live.index(me)
-            live.remove(me)
-            if self._holder == me and live:
-                self._holder = live[at % len(live)]
+            self._live.remove(me)
+            self._order = tuple(self._live[i] for i in circuit(len(self._live)))
+            if self._holder == me or self._holder not in self._live:
+                self._at = 0
+            else:
+                self._at = self._order.index(self._holder)
+            self._holder = self._order[self._at] if self._order else -1
             self._cv.notify_all()
 
 
@@ -141,10 +169,25 @@ class TurnClock:
         return self._held
 
 
-def together(parties: Sequence[Callable[[TurnClock], T]], slowdowns: Sequence[float]) -> list[tuple[T, TurnClock]]:
+def current_cpu() -> int | None:
+    """The CPU the calling thread runs on (Linux), else None."""
+    try:
+        stat = Path("/proc/thread-self/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def together(
+    parties: Sequence[Callable[[TurnClock], T]], slowdowns: Sequence[float], *, cpu: int | None = None
+) -> list[tuple[T, TurnClock]]:
     """Run each party (one arm's request, given its clock) in its own thread, in lockstep, the first party first;
     their results with their clocks, in the parties' order. A party must call `clock.start()` before its request and
-    `clock.stop()` after it (also when it fails), or the others wait forever."""
+    `clock.stop()` after it (also when it fails), or the others wait forever.
+
+    With `cpu`, every party's thread is bound to that CPU (for an engine that computes in the calling thread alone):
+    a thread woken for its turn would otherwise often resume on another CPU, its caches cold, and that cost — the
+    harness's, not the engine's — would fall at random on the arms' steps."""
     turns = Turns(len(parties))
     clocks = [TurnClock(turns, i, slowdowns[i]) for i in range(len(parties))]
     results: list[Any] = [None] * len(parties)
@@ -152,6 +195,8 @@ def together(parties: Sequence[Callable[[TurnClock], T]], slowdowns: Sequence[fl
 
     def body(i: int) -> None:
         try:
+            if cpu is not None:
+                bind(cpu)
             results[i] = parties[i](clocks[i])
         except BaseException as exc:  # re-raised in the caller's thread below
             errors.append(exc)
@@ -165,3 +210,9 @@ def together(parties: Sequence[Callable[[TurnClock], T]], slowdowns: Sequence[fl
     if errors:
         raise errors[0]
     return [(results[i], clocks[i]) for i in range(len(parties))]
+
+
+def bind(cpu: int) -> None:
+    """Bind the calling thread to `cpu`, where the system allows it (else leave it where it is)."""
+    with contextlib.suppress(OSError, AttributeError):  # no affinity on this system, or not allowed
+        os.sched_setaffinity(0, {cpu})

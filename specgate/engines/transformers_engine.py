@@ -36,7 +36,7 @@ from typing import Any
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
 from specgate.engines.clocks import ChunkClock, RunQueueClock, waited
-from specgate.engines.lockstep import TurnClock, together
+from specgate.engines.lockstep import TurnClock, current_cpu, together
 from specgate.engines.transformers_quant import (
     inference_context,
     kv_cache_kwargs,
@@ -120,6 +120,7 @@ class TransformersEngine:
         self._inputs: dict[tuple[str, str], tuple[Prompt, Any]] = {}
         self._queue = RunQueueClock()
         self._instance = f"pid {os.getpid()}"
+        self._single_thread = False  # computes in the calling thread alone: lockstep binds the arms to one CPU
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
         from specgate.hardware.backends import get_backend
@@ -137,6 +138,7 @@ class TransformersEngine:
         if hardware.threads:
             torch.set_num_threads(hardware.threads)
         self._device = hardware.device
+        self._single_thread = hardware.device == "cpu" and torch.get_num_threads() == 1
         for arm in arms:
             self._arms[arm.name] = self._setup(arm)
 
@@ -272,6 +274,7 @@ class TransformersEngine:
         done = together(
             [partial(self._run_one, setup, prompt, repetition) for setup in setups],
             [setup.arm.slowdown for setup in setups],
+            cpu=current_cpu() if self._single_thread else None,
         )
         unit_s = time.perf_counter() - started
         wait = waited(before, self._queue.read())
