@@ -114,8 +114,9 @@ class LockstepFake(FakeEngine):
     """A FakeEngine that says it runs arms in lockstep (each arm's request after the other's, recording the calls):
     enough to see the protocol choose the path."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, lockstep: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.lockstep = lockstep
         self.units: list[tuple[str, ...]] = []
 
     def run_lockstep(self, prompt: Prompt, arms: Sequence[str], *, repetition: int) -> list[ArmRun]:
@@ -123,9 +124,9 @@ class LockstepFake(FakeEngine):
         return [self.run([prompt], arm, repetition=repetition) for arm in arms]
 
 
-def fake_measurement(interleave: str) -> tuple[LockstepFake, Any]:
+def fake_measurement(interleave: str, lockstep: bool = True) -> tuple[LockstepFake, Any]:
     plan = two_arm_plan("fake", "doc_edit", Speculation("prompt_lookup", num_tokens=3))
-    engine = LockstepFake()
+    engine = LockstepFake(lockstep)
     engine.load(plan.arms, HardwareProfile(name="cpu", backend="cpu", device="cpu"))
     prompts = [Prompt(id=f"p{i}", text="x " * 40, max_new_tokens=16) for i in range(3)]
     policy = GatePolicy(repetitions=2, warmup=0, min_samples=1, interleave=interleave)
@@ -140,8 +141,9 @@ def test_units_run_in_lockstep_where_the_engine_can_and_the_record_says_so() -> 
     assert all(len(runs) == 6 for runs in measurement.runs.values())
 
 
-def test_interleave_request_runs_one_arm_after_the_other() -> None:
-    engine, measurement = fake_measurement("request")
+@pytest.mark.parametrize(("interleave", "lockstep"), [("request", True), ("step", False)])
+def test_one_arm_after_the_other_when_asked_or_when_the_engine_cannot_here(interleave: str, lockstep: bool) -> None:
+    engine, measurement = fake_measurement(interleave, lockstep)
     assert engine.units == []
     assert measurement.notes == ()
 
@@ -165,6 +167,7 @@ def test_the_real_engine_in_lockstep_returns_what_it_returns_one_request_at_a_ti
         runs = engine.run_lockstep(prompt, ["spec", "ar"], repetition=0)
     finally:
         engine.close()
+    assert engine.lockstep
     assert [run.arm for run in runs] == ["spec", "ar"]
     for run in runs:
         trace, solo = run.traces[0], alone[run.arm]

@@ -218,7 +218,11 @@ class ServedEngine(Protocol):
 class RunsInLockstep(Protocol):
     """An engine that can run one prompt in several arms at once, the arms taking turns step by step, each timed
     on its own turns (`specgate.engines.lockstep`): a unit's arms are then milliseconds apart, not seconds, and what
-    the machine does meanwhile falls on all of them alike. One `ArmRun` per arm, in the order asked."""
+    the machine does meanwhile falls on all of them alike. One `ArmRun` per arm, in the order asked. `lockstep`
+    says whether it can on the loaded device: every arm's request is alive at once, so on an accelerator their
+    memory would add up (and a per-arm peak would be the unit's)."""
+
+    lockstep: bool
 
     def run_lockstep(self, prompt: Prompt, arms: Sequence[str], *, repetition: int) -> list[ArmRun]: ...
 

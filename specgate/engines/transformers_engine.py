@@ -120,6 +120,7 @@ class TransformersEngine:
         self._inputs: dict[tuple[str, str], tuple[Prompt, Any]] = {}
         self._queue = RunQueueClock()
         self._instance = f"pid {os.getpid()}"
+        self.lockstep = False  # arms in lockstep on the loaded device (CPU only: on an accelerator memory adds up)
         self._single_thread = False  # computes in the calling thread alone: lockstep binds the arms to one CPU
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
@@ -138,7 +139,8 @@ class TransformersEngine:
         if hardware.threads:
             torch.set_num_threads(hardware.threads)
         self._device = hardware.device
-        self._single_thread = hardware.device == "cpu" and torch.get_num_threads() == 1
+        self.lockstep = hardware.device == "cpu"
+        self._single_thread = self.lockstep and torch.get_num_threads() == 1
         for arm in arms:
             self._arms[arm.name] = self._setup(arm)
 

@@ -212,7 +212,7 @@ class _Runs:
 
 def lockstep(engine: Engine, policy: GatePolicy) -> bool:
     """Whether a unit's arms run in lockstep: the policy asks for it (`interleave: step`) and the engine can."""
-    return policy.interleave == "step" and isinstance(engine, RunsInLockstep)
+    return policy.interleave == "step" and isinstance(engine, RunsInLockstep) and engine.lockstep
 
 
 def heavy(run: ArmRun) -> bool:
