@@ -1,7 +1,7 @@
 """Harness overhead: the time specgate's own code takes inside the measured loop, per generated token, against the
 time of a decoding step, on the real embedded pair.
 
-specgate's code on the hot path is the streamer callback (`_ChunkClock.put`: a timestamp and a count per chunk), the
+specgate's code on the hot path is the streamer callback (`ChunkClock.put`: a timestamp and a count per chunk), the
 step counter (`update_candidate_strategy`: two appends per verification step) and the cost model's stamps around the
 draft or lookup (`get_candidates`: two clock reads and an append per step; its time is the wrapper's total less the
 draft time it recorded). The benchmark wraps all three with a nanosecond clock and reports, per request, (time inside
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from specgate.config import HardwareProfile, PairConfig, Speculation, WorkloadConfig
-from specgate.engines import transformers_engine
+from specgate.engines.clocks import ChunkClock
 from specgate.engines.transformers_engine import TransformersEngine
 from specgate.measure.workloads import load_workload
 from specgate.plan import pair_arms
@@ -78,8 +78,8 @@ def _stamps(timed_get_candidates: Any, draft_s: list[float], spent: _Spent) -> A
 
 def _instrumented(engine: TransformersEngine, spent: _Spent, monkeypatch: pytest.MonkeyPatch) -> None:
     """Time every call of the streamer callback, the step counter's wrapper and the cost model's stamps."""
-    put = transformers_engine._ChunkClock.put
-    monkeypatch.setattr(transformers_engine._ChunkClock, "put", lambda self, value: _timed(put, spent)(self, value))
+    put = ChunkClock.put
+    monkeypatch.setattr(ChunkClock, "put", lambda self, value: _timed(put, spent)(self, value))
     models = {id(setup.model): setup.model for setup in engine._arms.values()}
     for model in models.values():
         get = model._get_candidate_generator
