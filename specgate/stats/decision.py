@@ -16,11 +16,15 @@ purpose. Both BLOCK and UNKNOWN stop a release; BLOCK says the data show a slowd
 tell.
 
 The minimum detectable effect (`mde`) is the smallest true change that ends REGRESSED with probability `power`
-at this look's standard error, degrees of freedom and levels. REGRESSED needs the estimate above both the
-significance bound (t_block · se) and the point where the upper bound reaches the threshold (threshold − t_pass ·
-se), so the MDE is the noncentrality at which a noncentral t on `df` degrees of freedom exceeds the larger of the
-two with probability `power` (`noncentrality`, Jennett and Welch's normal approximation, within 1 % of the exact
-noncentral t for df ≥ 5). It is a per-look figure: at a later look, with more units, it is smaller.
+at this look's standard error, degrees of freedom and levels. REGRESSED needs two things of the estimate d and its
+estimated standard error ŝ: significance, d − t_block · ŝ > 0, and an upper bound that reaches the threshold,
+d + t_pass · ŝ ≥ threshold. Each is a linear combination d + k · ŝ, which (Jennett and Welch's normal approximation
+of the noncentral t, within 1 % of the exact one for df ≥ 5) is normal with mean δ + k · se · (1 − 1/(4 df)) and
+variance se² · (1 + k² / (2 df)). The MDE is the δ at which both hold with probability `power` (their
+probabilities multiplied: the two are positively correlated, so the power at the stated MDE is at least
+`power`). When the standard error is small against the threshold the second decides: then the MDE lies below the
+threshold by about (t_pass − z_power) · se — a noncentral t with the threshold divided by the *true* se as its
+critical value would overstate it, because the bound moves with ŝ. It is a per-look figure.
 
 Error rates, with looks = the number of times a comparison may be decided: alpha_pass and alpha_block are the
 per-look levels (the caller divides by the number of looks, and alpha_block also by the family of comparisons
@@ -80,16 +84,6 @@ def _p_worse(estimate: float, se: float, df: float) -> float:
     return float(stats.norm.sf(z) if math.isinf(df) else stats.t.sf(z, df))
 
 
-def noncentrality(critical: float, df: float, power: float) -> float:
-    """The noncentrality λ at which a noncentral t on `df` degrees of freedom exceeds `critical` with probability
-    `power` (Jennett and Welch: P(T > c) ≈ Φ((λ − c(1 − 1/(4 df))) / √(1 + c² / (2 df)))); normal for infinite df."""
-    z = t_quantile(power, math.inf)
-    if math.isinf(df):
-        return critical + z
-    df = max(df, 1.0)
-    return critical * (1.0 - 1.0 / (4.0 * df)) + z * math.sqrt(1.0 + critical * critical / (2.0 * df))
-
-
 def decide(
     estimate: float,
     se: float,
@@ -136,8 +130,30 @@ def mde(se: float, df: float, threshold: float, t_pass: float, t_block: float, p
     """The smallest true change that ends REGRESSED with probability `power` (see the module docstring)."""
     if se <= 0:
         return 0.0
-    critical = max(t_block, threshold / se - t_pass)
-    return noncentrality(critical, df, power) * se
+    bias = 1.0 if math.isinf(df) else 1.0 - 1.0 / (4.0 * max(df, 1.0))
+
+    def spread(k: float) -> float:  # the standard deviation of (d + k · ŝ) / se
+        return 1.0 if math.isinf(df) else math.sqrt(1.0 + k * k / (2.0 * max(df, 1.0)))
+
+    # δ / se must reach `significant` for the significance bound and `reaching` for the upper bound, each alone
+    significant, reaching = t_block * bias, threshold / se - t_pass * bias
+    width_s, width_r = spread(t_block), spread(t_pass)
+
+    def achieved(delta: float) -> float:
+        return _phi((delta - significant) / width_s) * _phi((delta - reaching) / width_r)
+
+    z = t_quantile(power, math.inf)
+    low = max(significant + z * width_s, reaching + z * width_r)  # each alone at `power`: the product falls short
+    high = low + 4.0 * max(width_s, width_r)
+    for _ in range(60):  # bisection on the product, increasing in δ
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if achieved(middle) < power else (low, middle)
+    return high * se
+
+
+def _phi(x: float) -> float:
+    """The standard normal distribution function."""
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
 def units_needed(estimate: float, spread: float, *, threshold: float, t_pass: float, t_block: float) -> int:
