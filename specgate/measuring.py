@@ -5,11 +5,20 @@ per pair × workload and caches what it returns (or the error it raised)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from specgate.checks.sequential import acceptance_steps, stop_rule, undecided_acceptance
 from specgate.config import GatePolicy, HardwareProfile, SlaLimits, WorkloadConfig
-from specgate.engines.base import Engine, ExplainsDivergences, LoadShape, Prompt, ScoresPerplexity
+from specgate.engines.base import (
+    ArmRun,
+    ArmsMayDiffer,
+    Engine,
+    ExplainsDivergences,
+    LoadShape,
+    Prompt,
+    ScoresPerplexity,
+)
 from specgate.evaluation import Evaluation, evaluate
 from specgate.measure.monitor import ArmMonitor
 from specgate.measure.perplexity import measure_perplexity
@@ -56,17 +65,21 @@ def measure_workload(
 
     policy = policy_of(run_policy, workload)
     prompts = load_workload(workload)
-    stop = planner(plan, workload, hardware.name, sla, policy, family, len(prompts))
+    twins = {} if workload.gate_speed else same_answers(engine, plan)
+    measured = plan.without(tuple(twins)) if twins else plan
+    stop = planner(measured, workload, hardware.name, sla, policy, family, len(prompts))
     monitor = ArmMonitor(hardware, get_backend(hardware.backend, hardware.device))
     try:
         probes = policy.ttft_probes if plan.beside and workload.gate_speed else 0
         measurement = measure_plan(
-            engine, plan, prompts, policy, hardware=hardware.name, stop=stop, probes=probes,
+            engine, measured, prompts, policy, hardware=hardware.name, stop=stop, probes=probes,
             observer=recorder(monitor), load=LoadShape.of(workload), progress=progress,
         )  # fmt: skip
         measurement = extend_acceptance(engine, measurement, workload, sla, policy, monitor)
     finally:
         observation = monitor.finish()
+    if twins:
+        measurement = measured_once(measurement, plan, twins, {ref: engine.models(ref) for ref in twins})
     models = engine.models(plan.plain)
     scores = isinstance(engine, ScoresPerplexity) and plan.ladder and workload.perplexity
     return evaluate(
@@ -99,3 +112,47 @@ def extend_acceptance(
     steps = acceptance_steps(plan, workload, len(prompts))
     undecided = undecided_acceptance(plan, measurement.hardware, sla, policy, steps)
     return extend_over_pool(engine, measurement, pool, undecided, observer) if pool else measurement
+
+
+def same_answers(engine: Engine, plan: MeasurementPlan) -> dict[str, str]:
+    """On a workload that gates no speed (an accuracy probe), the reference arms that would repeat the candidate's
+    greedy outputs token for token: the same configuration with the same model files ({reference: candidate})."""
+
+    def files(arm: str) -> dict[str, str]:
+        return {role: model.sha256 for role, model in engine.models(arm).items()}
+
+    alike = engine.answers_alike if isinstance(engine, ArmsMayDiffer) else (lambda arm, other: True)
+    return {ref: cand for ref, cand in plan.twins().items() if files(ref) == files(cand) and alike(ref, cand)}
+
+
+def measured_once(
+    measurement: Measurement, plan: MeasurementPlan, twins: Mapping[str, str], models: Mapping[str, Mapping[str, Any]]
+) -> Measurement:
+    """The measurement of `plan` less its `twins` arms, with each twin's runs those of the candidate it repeats
+    (renamed) and a note that says so: an accuracy probe of one configuration beside itself measures it once."""
+
+    def renamed(runs: tuple[ArmRun, ...], arm: str) -> tuple[ArmRun, ...]:
+        return tuple(
+            dataclasses.replace(r, arm=arm, traces=tuple(dataclasses.replace(t, arm=arm) for t in r.traces))
+            for r in runs
+        )
+
+    def twinned(by_arm: Mapping[str, Any], copy: Callable[[Any, str], Any] = lambda v, _: v) -> dict[str, Any]:
+        return {**by_arm, **{ref: copy(by_arm[cand], ref) for ref, cand in twins.items() if cand in by_arm}}
+
+    notes = tuple(
+        f"{ref}: the same configuration and model files as {cand}, whose greedy outputs it would repeat token for "
+        "token on this accuracy probe: measured once, its results are those of " + cand
+        for ref, cand in twins.items()
+    )
+    return dataclasses.replace(
+        measurement,
+        plan=plan,
+        runs=twinned(measurement.runs, renamed),
+        pool=twinned(measurement.pool, renamed),
+        probes=twinned(measurement.probes, renamed),
+        models={**measurement.models, **{ref: {role: m.sha256 for role, m in models[ref].items()} for ref in twins}},
+        cost_ratios=twinned(measurement.cost_ratios),
+        rounds_by_arm=twinned(measurement.rounds_by_arm),
+        notes=(*measurement.notes, *notes),
+    )

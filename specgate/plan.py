@@ -11,8 +11,10 @@ against the reference arm of the same name (the regression). `ar`/`spec` is the 
 a third arm declared in `specgate.yaml` is measured, summarized, compared and reported with no code change.
 
 Arms whose configuration is the same are measured once: when the reference's plain-decoding arm equals the
-candidate's (same target, dtype and options), `ar` serves both. The arms compared with each other are always
-measured separately (an A/A comparison of one arm with itself would prove nothing).
+candidate's (same target, dtype and options), `ar` serves both. The arms compared with each other are measured
+separately (an A/A comparison of one arm's timings with themselves would prove nothing), except on an accuracy probe
+(a workload that gates no speed), where a reference arm of the same configuration and model files would repeat the
+candidate's greedy outputs token for token (`twins`; `specgate.measuring.same_answers`): it is measured once.
 """
 
 from __future__ import annotations
@@ -127,6 +129,28 @@ class MeasurementPlan:
     def gated(self) -> tuple[str, ...]:
         timed = dict(self.speedups)
         return tuple(a.name for a in self.arms if a.speculative and not a.reference and a.name in timed)
+
+    @property
+    def compared(self) -> frozenset[str]:
+        """The arms judged beside another arm (both sides of `beside`): those whose TTFT a comparison reads."""
+        return frozenset(a for pair in self.beside for a in pair)
+
+    def twins(self) -> dict[str, str]:
+        """The reference arms that are the same configuration as the candidate arm beside them: {reference:
+        candidate} (an A/A of the released configuration with itself)."""
+        arm = self.arm
+        return {ref: cand for cand, ref in self.beside if arm(cand).configuration() == arm(ref).configuration()}
+
+    def without(self, names: Sequence[str]) -> MeasurementPlan:
+        """The plan with the `names` arms and the comparisons that involve them left out."""
+        from dataclasses import replace
+
+        return replace(
+            self,
+            arms=tuple(a for a in self.arms if a.name not in names),
+            speedups=tuple(p for p in self.speedups if not set(p) & set(names)),
+            beside=tuple(p for p in self.beside if not set(p) & set(names)),
+        )
 
     @property
     def candidates(self) -> tuple[Arm, ...]:

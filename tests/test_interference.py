@@ -32,3 +32,20 @@ def test_a_quiet_machine_says_the_spread_is_not_interference_it_saw() -> None:
 def test_no_interference_measured_says_nothing() -> None:
     assert _busy_text([_arm([None, None])]) == ""
     assert busy([_arm([None, None])]).describe() == "interference not measured"
+
+
+def test_rollback_sets_plain_decodings_tail_beside_the_same_kind_of_requests() -> None:
+    """The P99 of 64 TTFTs (requests and probes) lies further out than the P99 of 16: with probes on the speculative
+    arm only, plain decoding's tail is set beside the arm's full requests, and a plain decoding no faster on those
+    is never the advice (the arm's 3,100 ms over probes too, 2,900 on its requests, plain 2,950)."""
+    from specgate.checks.sla import _tail_rollback
+    from specgate.checks.tail import Tail
+    from specgate.config import SlaLimits
+
+    sla = SlaLimits(p99_ttft_ms=2000.0)
+    mine, alike = Tail(3100.0, 3100.0, 64, 64, True, ""), Tail(2900.0, 2900.0, 16, 16, True, "")
+    slower = _tail_rollback("p", "cpu", None, sla, (mine, Tail(2950.0, 2950.0, 16, 16, True, ""), alike))
+    assert len(slower) == 1 and "with and without speculation" in slower[0]
+    assert "plain decoding 2950 ms against 2900 ms on its full requests alone" in slower[0]
+    faster = _tail_rollback("p", "cpu", None, sla, (mine, Tail(2500.0, 2500.0, 16, 16, True, ""), alike))
+    assert faster == ["roll back pair 'p' on 'cpu': P99 TTFT 3100 ms > 1.2 × SLA 2000 ms; fall back to plain decoding"]

@@ -3,6 +3,8 @@ promise of rounds the budget will not run (FakeEngine, the gate's own planner an
 
 from __future__ import annotations
 
+import dataclasses
+
 from specgate.checks.levels import family_size
 from specgate.checks.sequential import stop_rule
 from specgate.config import GatePolicy, SlaLimits, Speculation
@@ -27,10 +29,10 @@ def _plan() -> MeasurementPlan:
     )
 
 
-def _lines(max_repetitions: int, request_cv: float) -> list[str]:
+def _lines(max_repetitions: int, request_cv: float, noise_cv: float = 0.05) -> list[str]:
     plan = _plan()
     policy = GatePolicy(repetitions=2, max_repetitions=max_repetitions, warmup=0, ttft_probes=1, looks=3)
-    engine = FakeEngine(FakeBehaviour(request_cv=request_cv), seed=3)
+    engine = FakeEngine(FakeBehaviour(request_cv=request_cv, noise_cv=noise_cv), seed=3)
     engine.load(plan.arms, None)  # type: ignore[arg-type]
     lines: list[str] = []
     progress = ProgressLines(lambda text, final: lines.append(text), live=False, every_s=0.0)
@@ -42,7 +44,7 @@ def _lines(max_repetitions: int, request_cv: float) -> list[str]:
 
 
 def test_lines_from_the_first_unit_to_the_decision() -> None:
-    lines = _lines(max_repetitions=40, request_cv=0.0)
+    lines = _lines(max_repetitions=40, request_cv=0.0, noise_cv=0.01)  # quiet enough to decide after round 2
     assert lines[0] == "specgate: measuring fake / w: arms ar, spec, ref-spec; 4 prompts × 2 rounds to start with"
     assert any(line.startswith("specgate: fake / w: round 1, prompt 1/4; 1/8 units") for line in lines)
     look = next(line for line in lines if "after round 2" in line)
@@ -54,3 +56,51 @@ def test_a_look_never_promises_rounds_the_budget_will_not_run() -> None:
     look = next(line for line in lines if "after round 2" in line)
     assert "UNKNOWN" in look
     assert "gate.max_repetitions allows 1" in look and look.endswith("→ 1 more round(s) of spec, ref-spec")
+
+
+def test_ttft_probes_go_to_the_arms_compared_beside_each_other_only() -> None:
+    """The probes feed the TTFT comparison of spec with ref-spec; plain decoding, timed only for the speedup, gets
+    none (a third of the probes' time on the documents)."""
+    plan = _plan()
+    policy = GatePolicy(repetitions=2, max_repetitions=2, warmup=0, ttft_probes=3)
+    engine = FakeEngine(FakeBehaviour(), seed=3)
+    engine.load(plan.arms, None)  # type: ignore[arg-type]
+    measurement = measure_plan(engine, plan, PROMPTS, policy, hardware="cpu", probes=3)
+    counted = {arm: sum(len(run.traces) for run in runs) for arm, runs in measurement.probes.items()}
+    assert counted == {"spec": 3 * 2 * len(PROMPTS), "ref-spec": 3 * 2 * len(PROMPTS)}
+    assert all(len(measurement.runs[arm]) == 2 * len(PROMPTS) for arm in plan.names)
+
+
+def test_an_accuracy_probe_measures_a_reference_of_the_same_configuration_once() -> None:
+    """On a workload that gates no speed, ref-spec (the same configuration and model files as spec) would repeat
+    spec's greedy outputs token for token: it is measured once, its runs are spec's under its own name, and a note
+    says so. A reference that differs (another draft length; a stand-in arm of another behaviour) is measured."""
+    from specgate.measuring import measured_once, same_answers
+
+    class Counting(FakeEngine):
+        def run(self, prompts, arm, *, repetition, load=None):  # type: ignore[no-untyped-def]
+            ran.append(arm)
+            return super().run(prompts, arm, repetition=repetition, load=load)
+
+    plan, ran = _plan(), []
+    engine = Counting(FakeBehaviour(), seed=3)
+    engine.load(plan.arms, None)  # type: ignore[arg-type]
+    twins = same_answers(engine, plan)
+    assert twins == {"ref-spec": "spec"}
+    measured = plan.without(tuple(twins))
+    assert measured.names == ("ar", "spec") and measured.beside == () and measured.speedups == (("spec", "ar"),)
+    policy = GatePolicy(repetitions=1, max_repetitions=1, warmup=0, ttft_probes=0)
+    measurement = measured_once(
+        measure_plan(engine, measured, PROMPTS, policy, hardware="cpu"), plan, twins, {"ref-spec": {}}
+    )
+    assert measurement.plan == plan and set(ran) == {"ar", "spec"}
+    spec, ref = measurement.runs["spec"], measurement.runs["ref-spec"]
+    assert [t.output_ids for r in ref for t in r.traces] == [t.output_ids for r in spec for t in r.traces]
+    assert {t.arm for r in ref for t in r.traces} == {"ref-spec"} and {r.arm for r in ref} == {"ref-spec"}
+    assert any("ref-spec: the same configuration and model files as spec" in note for note in measurement.notes)
+
+    other = FakeEngine(FakeBehaviour(), seed=3, per_arm={"spec": FakeBehaviour(acceptance=0.5)})
+    other.load(plan.arms, None)  # type: ignore[arg-type]
+    assert same_answers(other, plan) == {}
+    longer = Arm("spec", "spec", "fake", False, "model", Speculation("prompt_lookup", 6), "float32")
+    assert same_answers(engine, dataclasses.replace(plan, arms=(plan.arms[0], longer, plan.arms[2]))) == {}

@@ -188,7 +188,7 @@ def _recommend(
     speedup: Speedup | None,
     summary: ArmSummary | None,
     sla: SlaLimits,
-    tails: tuple[Tail, Tail] | None = None,
+    tails: tuple[Tail, Tail, Tail] | None = None,
 ) -> list[str]:
     """Rollback advice for one pair × workload (docs/configuration.md, "Gate policy"); `tails` are (the arm's, its
     plain arm's) TTFT tails: the P99 rule reads the clean units, and never sends a pair back to a plain decoding that
@@ -217,23 +217,26 @@ def _recommend(
 
 
 def _tail_rollback(
-    pair: str, hardware: str, summary: ArmSummary | None, sla: SlaLimits, tails: tuple[Tail, Tail] | None
+    pair: str, hardware: str, summary: ArmSummary | None, sla: SlaLimits, tails: tuple[Tail, Tail, Tail] | None
 ) -> list[str]:
+    """`tails`: the arm's, its plain arm's, and the arm's on the kinds of request the plain arm had (full requests
+    only when the plain arm had no TTFT probes), which is what the plain arm's tail is set beside."""
     limit = sla.rollback_latency_factor * sla.p99_ttft_ms
     mine = summary.ttft_ms.p99 if summary is not None and summary.ttft_ms is not None else None
-    plain = None
+    plain = alike = None
     if tails is not None:
         if not tails[0].enough_clean:
             return []  # a breach only interference shows: the p99_ttft check says so, no rollback
-        mine, plain = tails[0].p99, tails[1].p99
+        mine, plain, alike = tails[0].p99, tails[1].p99, tails[2].p99
     if mine is None or mine <= limit:
         return []
     head = f"P99 TTFT {mine:.0f} ms > {sla.rollback_latency_factor:.1f} × SLA {sla.p99_ttft_ms:.0f} ms"
-    if plain is not None and plain >= mine:
+    if plain is not None and plain >= (mine if alike is None else alike):
+        beside = "" if alike is None or alike == mine else f" against {alike:.0f} ms on its full requests alone"
         return [
             f"pair {pair!r} misses its latency SLA on {hardware!r} with and without speculation ({head}; plain "
-            f"decoding {plain:.0f} ms): falling back to plain decoding would not help — meet the SLA first (a smaller "
-            "model, shorter prompts, a faster profile) or relax it for this hardware"
+            f"decoding {plain:.0f} ms{beside}): falling back to plain decoding would not help — meet the SLA first "
+            "(a smaller model, shorter prompts, a faster profile) or relax it for this hardware"
         ]
     return [f"roll back pair {pair!r} on {hardware!r}: {head}; fall back to plain decoding"]
 
@@ -276,7 +279,11 @@ def recommendations(evaluation: Evaluation, hardware: str, sla: SlaLimits) -> li
     for arm in evaluation.plan.gated:
         label = evaluation.plan.pair if arm == evaluation.plan.released else f"{evaluation.plan.pair}/{arm}"
         plain = evaluation.plan.baseline_of(arm)
-        tails = None if plain is None else (ttft_tail(evaluation, arm), ttft_tail(evaluation, plain))
+        tails = None
+        if plain is not None:
+            alike = plain in evaluation.probes or arm not in evaluation.probes
+            mine, theirs = ttft_tail(evaluation, arm), ttft_tail(evaluation, plain)
+            tails = mine, theirs, ttft_tail(evaluation, arm, probes_too=alike)
         summary = evaluation.summaries[arm]
         advice.extend(_recommend(label, hardware, evaluation.speedups.get(arm), summary, sla, tails))
     from specgate.checks.ladder import ladder_advice

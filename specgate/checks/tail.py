@@ -1,11 +1,12 @@
 """P99 TTFT against the SLA on a shared machine: judged on the units measured without interference.
 
-A P99 of a few dozen requests is nearly their maximum, and on a busy runner the maximum is whichever request
-another process stretched. So the tail reads every TTFT the arm measured (its requests' latest attempts and its
-one-token TTFT probes: three per prompt and round in reference mode) and splits them by the interference each met
-(`specgate.checks.interference.interfered`): the SLA is the configuration's to breach only on the clean ones. With
-too few clean units to tell (fewer than `MIN_CLEAN`, or under half), a breach that only the interfered units show is
-UNKNOWN: it blocks, and says the machine was busy — never that the configuration is too slow.
+A P99 of a few dozen requests is nearly their maximum, and on a busy runner the maximum is whichever request another
+process stretched. So the tail reads every TTFT the arm measured (its requests' latest attempts and its one-token
+TTFT probes: three per prompt and round in reference mode, in the arms compared beside each other) and splits them
+by the interference each met (`specgate.checks.interference.interfered`): the SLA is the configuration's to breach
+only on the clean ones. With too few clean units to tell (fewer than `MIN_CLEAN`, or under half), a breach that only
+the interfered units show is UNKNOWN: it blocks, and says the machine was busy — never that the configuration is too
+slow.
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ def _p99(values: list[float]) -> float | None:
     return float(np.percentile(values, 99.0)) if values else None
 
 
-def ttft_tail(evaluation: Evaluation, arm: str) -> Tail:
-    """The arm's TTFT tail, all units and clean units (see the module docstring)."""
+def ttft_tail(evaluation: Evaluation, arm: str, *, probes_too: bool = True) -> Tail:
+    """The arm's TTFT tail, all units and clean units (see the module docstring); without `probes_too`, of its full
+    requests only (to set beside an arm that had no probes: a P99 of more samples lies further out)."""
     samples = list(evaluation.samples[arm].latest().samples)
-    probes = evaluation.probes.get(arm)
+    probes = evaluation.probes.get(arm) if probes_too else None
     if probes is not None:
         samples += probes.latest().samples
     measured = any(s.wait_ms is not None for s in samples)

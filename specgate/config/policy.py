@@ -20,8 +20,9 @@ class GatePolicy:
     `looks` decisions. Baselines keep the last `history_runs` runs of each machine; latency is compared with a
     machine's history once it has `min_history_runs` runs, and `latency_baseline` says what happens before that (or
     on another machine): `required` blocks, `optional` reports it and passes. In reference mode each prompt is also
-    sent `ttft_probes` times per arm and round with a one-token budget: TTFT is the noisiest latency on a shared
-    machine, and a prefill costs a fraction of a full request. `clock` is the time latency regressions are judged in:
+    sent `ttft_probes` times per round, to each arm a comparison reads, with a one-token budget: TTFT is the noisiest
+    latency on a shared machine, and a prefill costs a fraction of a full request. `clock` is the time latency
+    regressions are judged in:
     `cpu` (the engine's CPU time, which other work on the machine does not stretch), `wall`, or `auto` (CPU time
     where the engine measures it on a CPU backend, wall time elsewhere); SLA checks and reports always show wall
     time. A unit measured under heavy interference is measured again, up to `remeasure` of a round's units.

@@ -239,3 +239,12 @@ class RenewsInstances(Protocol):
     def renew(self, arms: Sequence[str]) -> None: ...
 
     def instance_notes(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class ArmsMayDiffer(Protocol):
+    """An engine whose arms can answer differently beyond their configuration and model files (a test stand-in with
+    behaviours of its own per arm): `answers_alike` says whether two arms give the same greedy outputs. For every
+    other engine the same configuration with the same model files answers alike."""
+
+    def answers_alike(self, arm: str, other: str) -> bool: ...

@@ -152,6 +152,10 @@ class FakeEngine:
     def _behaviour(self, arm: str) -> FakeBehaviour:
         return self.per_arm.get(arm, self.behaviour)
 
+    def answers_alike(self, arm: str, other: str) -> bool:
+        """Arms of one behaviour answer alike (`ArmsMayDiffer`): a behaviour of its own stands for another model."""
+        return self._behaviour(arm) == self._behaviour(other)
+
     def _gamma(self, arm: str) -> int:
         known = self._arms.get(arm)
         if known is None:

@@ -241,9 +241,10 @@ def measure_plan(
     With `probes` (engines that take one request at a time), each prompt is also sent `probes` more times per arm
     and round with a one-token output budget, interleaved like the rest: their time to first token is the same
     prefill as a full request's, at a fraction of its cost, so a TTFT comparison gets several times more units. They
-    are kept apart (`Measurement.probes`) and feed nothing but TTFT. Engines that run a whole arm at once offer its
-    requests as `load` says (the workload's load shape; None: the engine's default). `stop` plans the rounds after
-    the first `policy.repetitions` (see `Next`)."""
+    are kept apart (`Measurement.probes`), feed nothing but TTFT, and go to the arms compared beside each other
+    (`MeasurementPlan.compared`) only: an arm only timed for its speedup (plain decoding) gets none. Engines that
+    run a whole arm at once offer its requests as `load` says (the workload's load shape; None: the engine's
+    default). `stop` plans the rounds after the first `policy.repetitions` (see `Next`)."""
     if not prompts:
         raise MeasurementError(f"workload {plan.workload!r} has no prompts to measure")
     started = time.time()
@@ -327,8 +328,9 @@ def _round(
             budget -= 1
             state.unit(prompt, order, repetition)
         probe = replace(prompt, max_new_tokens=1)
-        for turn in range(probes):
-            for arm in plan.order(repetition, index + turn + 1, arms):
+        probed = [arm for arm in arms if arm in plan.compared]
+        for turn in range(probes if len(probed) > 1 else 0):
+            for arm in plan.order(repetition, index + turn + 1, probed):
                 state.probes[arm].append(state.call([probe], arm, repetition))
         if progress is not None:
             progress.unit_done(plan, repetition, repetition * len(prompts) + index + 1, len(prompts) * planned)
