@@ -106,9 +106,10 @@ def rates(trials: list[dict[str, object]]) -> tuple[float, float]:
 def test_an_unchanged_configuration_on_a_busy_machine_passes(clock: str) -> None:
     """A/A at the busy machine's noise: any BLOCK (UNKNOWN included) ≤ 5 %, REGRESSED ≤ 1 % (the README's rates; the
     rates over 1,000 trials are printed by scripts/gate_error_rates.py). In wall time the spikes stay in the data
-    (the trimmed mean keeps them from deciding) and the run needs about twice the rounds of CPU time's."""
+    (the trimmed mean keeps them from deciding) and the run needs about twice the rounds of CPU time's. Its tail
+    comparison ends REGRESSED in about 0.7 % of trials: 300 of them, as at 100 such a rate reads 2 % one time in six."""
     policy = dataclasses.replace(SIZED, clock=clock, max_repetitions=40 if clock == "cpu" else 80)
-    trials = [judge_reference(BUSY, seed, policy=policy) for seed in range(200 if clock == "cpu" else 100)]
+    trials = [judge_reference(BUSY, seed, policy=policy) for seed in range(200 if clock == "cpu" else 300)]
     any_block, regressed = rates(trials)
     rounds = sum(int(t["rounds"]) for t in trials) / len(trials)  # type: ignore[call-overload]
     print(f"A/A ({clock}): blocked {any_block:.1%}, REGRESSED {regressed:.1%}, {rounds:.1f} rounds on average")
@@ -122,8 +123,10 @@ def test_a_slowdown_of_the_tolerance_or_more_ends_regressed(slowdown: float, pow
     regressed = sum("BLOCK" in outcomes(t) for t in trials) / len(trials)
     print(f"--inject-slowdown={slowdown}: REGRESSED in {regressed:.0%} of {len(trials)} trials")
     assert regressed >= power
-    check = trials[0]["reference:tpot_ms"]
-    assert "REGRESSED" in check.message and "would catch ≥" in check.message  # type: ignore[attr-defined]
+    # the run stops at its first REGRESSED comparison, so read one that did (the others may still be UNKNOWN)
+    checks = [c for t in trials for n, c in t.items() if n.startswith("reference:")]
+    check = next(c for c in checks if "REGRESSED" in c.message)  # type: ignore[attr-defined]
+    assert "would catch ≥" in check.message  # type: ignore[attr-defined]
 
 
 def test_every_latency_comparison_states_its_minimum_detectable_effect_per_look() -> None:
