@@ -7,7 +7,8 @@ Each run is `pytest suites/ --hardware=cpu` (or the arguments after `--`) in thi
 `python -c "while True: pass"` process at the same priority for the whole run, and with `--inject` the gate's
 `--inject-slowdown` self-test. Per run it prints the verdict, the wall time, each `reference:*` latency comparison
 (outcome, measured change, MDE, per-unit spread), the SLA checks that failed and the
-interference the verdict named; a JSON line per run goes to `--out` (default reports/gate_runs.jsonl).
+interference the verdict named; a JSON line per run goes to `--out` (default reports/gate_runs.jsonl), and each
+run's output and verdict.json beside it.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ def main() -> int:
                 hog.kill()
                 hog.wait()
         verdict_file = ROOT / "reports" / "verdict.json"
+        kept = args.out.with_name(f"{args.out.stem}-{time.strftime('%Y%m%d-%H%M%S')}-run{index + 1}")
+        kept.with_suffix(".log").write_text(done.stdout + done.stderr, encoding="utf-8")
+        if verdict_file.exists():
+            kept.with_suffix(".verdict.json").write_text(verdict_file.read_text(encoding="utf-8"), encoding="utf-8")
         row = summarise(json.loads(verdict_file.read_text(encoding="utf-8")), wall) if verdict_file.exists() else {}
         row.update(run=index + 1, exit=done.returncode, hog=args.hog, inject=args.inject)
         with args.out.open("a", encoding="utf-8") as out:
