@@ -70,7 +70,9 @@ def main() -> int:
     if args.inject is not None:
         command.append(f"--inject-slowdown={args.inject}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    verdict_file = ROOT / "reports" / "verdict.json"
     for index in range(args.runs):
+        verdict_file.unlink(missing_ok=True)  # a run that writes none must not be read as the previous run's
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
         try:
             started = time.perf_counter()
@@ -80,12 +82,12 @@ def main() -> int:
             if hog is not None:
                 hog.kill()
                 hog.wait()
-        verdict_file = ROOT / "reports" / "verdict.json"
         kept = args.out.with_name(f"{args.out.stem}-{time.strftime('%Y%m%d-%H%M%S')}-run{index + 1}")
         kept.with_suffix(".log").write_text(done.stdout + done.stderr, encoding="utf-8")
-        if verdict_file.exists():
-            kept.with_suffix(".verdict.json").write_text(verdict_file.read_text(encoding="utf-8"), encoding="utf-8")
-        row = summarise(json.loads(verdict_file.read_text(encoding="utf-8")), wall) if verdict_file.exists() else {}
+        verdict = verdict_file.read_text(encoding="utf-8") if verdict_file.exists() else None
+        if verdict is not None:
+            kept.with_suffix(".verdict.json").write_text(verdict, encoding="utf-8")
+        row = summarise(json.loads(verdict), wall) if verdict is not None else {}
         row.update(run=index + 1, exit=done.returncode, hog=args.hog, inject=args.inject)
         with args.out.open("a", encoding="utf-8") as out:
             out.write(json.dumps(row) + "\n")
