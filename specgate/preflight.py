@@ -20,6 +20,7 @@ from typing import Protocol
 from specgate.config import GatePolicy, HardwareProfile, PairConfig, ProjectConfig, WorkloadConfig
 from specgate.errors import BaselineError, ConfigError, SpecgateError, did_you_mean
 from specgate.plan import Arm
+from specgate.registry import engine_spec, engine_specs, registered, require_engine, served
 from specgate.store.baselines import BaselineStore
 
 
@@ -97,8 +98,6 @@ def _options(run: RunToCheck) -> list[str]:
     if run.record_missing is not None and run.update_baselines:
         problems.append("--record-missing-baselines and --update-baselines: choose one (an update run records all)")
     if run.engine_override is not None:
-        from specgate.engines.registry import engine_spec
-
         try:
             engine_spec(run.engine_override)
         except ConfigError as exc:
@@ -126,8 +125,6 @@ def _accept(run: RunToCheck) -> list[str]:
 
 
 def _pair(run: RunToCheck, name: str) -> list[str]:
-    from specgate.engines.registry import require_engine
-
     problems: list[str] = []
     try:
         spec = require_engine(run.engine_name(name), name)
@@ -148,7 +145,7 @@ def _pair(run: RunToCheck, name: str) -> list[str]:
         problems += _models(run, name)
         if reference is not None and not problems:
             problems += _same_tokenizer(run, name, reference)
-    elif spec.name == "openai":
+    else:  # a served endpoint
         problems += _endpoints(run, name)
         if run.inject_slowdown:
             problems.append(
@@ -176,10 +173,12 @@ def _parallel(run: RunToCheck, name: str, engine: str) -> list[str]:
 
     layout = layout_of(run.hardware.parallel, run.pair(name).parallel)
     where = f"pair {name!r} ({run.hardware.name} profile and pairs.{name}.parallel): {layout.describe()}"
-    if layout.single or engine == "openai":
+    if layout.single or served(engine):
         return []
-    if engine != "vllm":
-        return [f"{where}: parallel layouts run on the vllm engine; {engine!r} uses one device. Set engine: vllm"]
+    spec = registered(engine)
+    if spec is None or not spec.parallel:
+        runs = ", ".join(s.name for s in engine_specs() if s.parallel)
+        return [f"{where}: parallel layouts run on the {runs} engine; {engine!r} uses one device. Set engine: {runs}"]
     if layout.distributed_executor_backend == "ray" and importlib.util.find_spec("ray") is None:
         return [f"{where}: the ray executor needs Ray: pip install 'specgate[ray]' (and RAY_ADDRESS for a cluster)"]
     return []
@@ -273,8 +272,6 @@ def _workload(run: RunToCheck, name: str) -> list[str]:
 
 def _load_shape(run: RunToCheck, name: str) -> list[str]:
     """A workload in load mode needs engines that can have several requests in flight."""
-    from specgate.engines.registry import engine_spec
-
     workload = run.workload(name)
     if (workload.concurrency or 1) == 1 and workload.request_rate is None:
         return []

@@ -116,9 +116,9 @@ class GateRun:
     @classmethod
     def from_options(cls, options: GateOptions) -> GateRun:
         """Validate the options and everything they name; a `ConfigError` says what is wrong before anything runs."""
-        from specgate.engines.registry import runs_local_models
         from specgate.hardware.backends import get_backend
         from specgate.preflight import validate_run
+        from specgate.registry import runs_local_models
 
         project = load_project_config(options.config.resolve())
         base = project.source.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import needs
-from specgate.checks.content import (
+from specgate.content import (
     ContentChecker,
     RegexChecker,
     WordListChecker,

@@ -264,6 +264,14 @@ def test_get_backend_rejects_unknown_backend_and_mismatched_device() -> None:
         get_backend("npu", "cuda:0")
 
 
+def test_every_backend_name_the_config_accepts_has_a_class_and_every_class_a_name() -> None:
+    from specgate.registry import BACKENDS
+
+    assert sorted(backends._CLASSES) == sorted(BACKENDS)
+    for name in BACKENDS:
+        assert backends._DEVICE_PATTERN[name].fullmatch("cpu" if name == "cpu" else f"{name}:0")
+
+
 def test_cpu_backend_reports_peak_memory() -> None:
     import torch
 

@@ -1,12 +1,16 @@
 """Imports point down the layer table of ARCHITECTURE.md: no module imports one of a higher layer, whether at the top
-of the file, inside a function or under `TYPE_CHECKING` (each ties the modules all the same). The few upward imports
-left are listed, each with why, and the list can only shrink: an entry that no longer exists fails too."""
+of the file, inside a function or under `TYPE_CHECKING` (each ties the modules all the same). Upward imports that
+were still there were listed, each with why; none are left, and the list can only shrink: an entry that no longer
+exists fails too."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from test_architecture import _imports
+
+from specgate.registry import _REGISTRY, Capability, EngineSpec, engine_names, engine_specs, register
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -15,14 +19,16 @@ REPO = Path(__file__).resolve().parent.parent
 LAYERS = (
     "errors",
     "shipped",
+    "registry",  # the names a configuration may use: engines, hardware backends, telemetry sources
     "stats",  # statistics, no domain types
     "accuracy",  # task scoring
+    "content",  # content checkers of outputs (word lists, patterns), built while the config loads
     "config",  # validated configuration
     "model_files",
     "models",  # model files and their identity
     "plan",  # arms and plans
     "hardware",  # profiles' backends, telemetry, fingerprints, cost formulas
-    "engines",  # the engines and their registry
+    "engines",  # the engines
     "measure",  # the measured loop, observers, traces → samples and summaries
     "costs",  # cost, energy and roofline of the measured arms
     "ladder",
@@ -42,15 +48,9 @@ LAYERS = (
     "cli",
 )
 
-# Upward imports still in the code: (importing module, imported unit) → why it is there. Remove an entry with the
-# import it excuses.
-KNOWN_UPWARD = {
-    ("specgate.config.project", "checks"): "a content checker is built while the config loads",
-    ("specgate.config.project", "engines"): "engine names come from the engine registry",
-    ("specgate.config.hardware", "engines"): "engine names come from the engine registry",
-    ("specgate.config.hardware", "hardware"): "backend and telemetry names come from their registries",
-    ("specgate.engines.openai.metrics", "measure"): "goodput reads the per-request metrics",
-}
+# Upward imports still in the code: (importing module, imported unit) → why it is there. None are left; an entry
+# may only be removed, with the import it excuses.
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def unit_of(module: str) -> str:
@@ -109,3 +109,58 @@ def test_an_upward_import_inside_a_function_or_for_type_checking_is_found(tmp_pa
     (package / "high.py").write_text("from pkg.low import a\nthing = 1\n")
     assert upward_imports(package, ("low", "high")) == {("pkg.low.a", "high"), ("pkg.low.b", "high")}
     assert upward_imports(package, ("high", "low")) == {("pkg.high", "low")}
+
+
+def engine_name_comparisons(package: Path, names: set[str]) -> list[str]:
+    """`path:line` of every comparison of a string with an engine name outside the registry (`x == "vllm"`,
+    `engine in ("openai", …)`): what an engine is and does belongs in its `EngineSpec`."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "registry.py" and path.parent == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            values: list[object] = []
+            for side in (node.left, *node.comparators):
+                if isinstance(side, ast.Constant):
+                    values.append(side.value)
+                elif isinstance(side, ast.Tuple | ast.List | ast.Set):
+                    values += [e.value for e in side.elts if isinstance(e, ast.Constant)]
+            if any(isinstance(v, str) and v in names for v in values):
+                found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_code_outside_the_registry_branches_on_an_engine_name() -> None:
+    names = {spec.name for spec in engine_specs()} | {"fake"}
+    assert engine_name_comparisons(REPO / "specgate", names) == []
+
+
+def test_a_branch_on_an_engine_name_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "registry.py").write_text('def served(engine):\n    return engine == "openai"\n')
+    (package / "preflight.py").write_text('def check(engine):\n    return engine in ("vllm", "x") or 1 == 2\n')
+    assert engine_name_comparisons(package, {"openai", "vllm"}) == ["pkg/preflight.py:2"]
+
+
+def test_an_engine_registered_in_one_line_reaches_config_optimisations_and_the_fingerprint() -> None:
+    from specgate.config.optimisation import KvCache, Optimisation, check_support
+    from specgate.hardware.fingerprint import machine_fingerprint
+
+    spec = EngineSpec(
+        "mine", "specgate.engines.fake:FakeEngine", "json", "pip install mine", library="minelib",
+        optimisations={"kv_cache": Capability({"minekv": ("int8",)})},
+    )  # fmt: skip
+    register(spec)
+    try:
+        assert "mine" in engine_names()
+        kv = Optimisation(KvCache("int8", "minekv"), None, None)
+        assert check_support(kv, "mine", "pairs.p.arms.a") == []
+        assert check_support(Optimisation(KvCache("int4", "minekv"), None, None), "mine", "pairs.p.arms.a") != []
+        versions = {"engine": "mine", "minelib": "1.2.3", "transformers": "9.9"}
+        found = machine_fingerprint("cpu", 1, versions, "float32", ("none", 0, ""))
+        assert (found.engine, found.engine_version) == ("mine", "1.2.3")
+    finally:
+        _REGISTRY.pop("mine")

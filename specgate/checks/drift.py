@@ -79,7 +79,7 @@ def task_accuracy(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
 
 def content_flags(evaluation: Evaluation, arm: str, sla: SlaLimits, specs: Sequence[Mapping[str, Any]]) -> Check:
     """Every content checker flags the arm's outputs as often as its plain arm's, within the drift SLA."""
-    from specgate.checks.content import compare_flag_rates, flag_rates, load_checker
+    from specgate.content import compare_flag_rates, flag_rates, load_checker
 
     plain = evaluation.plan.baseline_of(arm) or evaluation.plan.plain
     outputs = {

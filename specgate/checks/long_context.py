@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from specgate.checks import INFRASTRUCTURE, Check
 from specgate.costs.energy import GIB
+from specgate.engines.base import request_metrics
 from specgate.evaluation import Evaluation
-from specgate.measure.metrics import request_metrics
 
 
 @dataclass(frozen=True, slots=True)

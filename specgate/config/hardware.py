@@ -10,6 +10,7 @@ from typing import Any
 from specgate.config.parallel import ParallelLayout, parse_parallel
 from specgate.config.validation import check_choice, check_keys, did_you_mean, fail, mapping, read_yaml, typed
 from specgate.errors import ConfigError
+from specgate.registry import BACKENDS, TELEMETRY_SOURCES, engine_names
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -81,10 +82,6 @@ def profile_files(hardware_dir: Path) -> dict[str, Path]:
 
 def load_hardware_profile(name: str, hardware_dir: Path) -> HardwareProfile:
     """Read and validate `hardware_dir/<name>.yaml`, or the profile of that name shipped with specgate."""
-    from specgate.engines.registry import engine_names
-    from specgate.hardware.backends import BACKENDS
-    from specgate.hardware.telemetry import SOURCES
-
     files = profile_files(hardware_dir)
     known = sorted(files)
     if name not in known:
@@ -105,7 +102,7 @@ def load_hardware_profile(name: str, hardware_dir: Path) -> HardwareProfile:
         raise fail(source, "name", f"is {raw['name']!r} but the file is {name}.yaml; make them equal")
     check_choice(raw["backend"], BACKENDS, source, "backend")
     check_choice(raw.get("engine", "transformers"), engine_names(), source, "engine")
-    check_choice(raw.get("telemetry", "none"), SOURCES, source, "telemetry")
+    check_choice(raw.get("telemetry", "none"), TELEMETRY_SOURCES, source, "telemetry")
     check_choice(raw.get("dtype", "float32"), DTYPES, source, "dtype")
     values: dict[str, Any] = {}
     for key, value in raw.items():

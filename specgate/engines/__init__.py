@@ -1,5 +1,5 @@
 """Engines behind one protocol (`specgate.engines.base.Engine`), created by name from the registry
-(`specgate.engines.registry`). Engine modules are imported only when an engine is created."""
+(`specgate.registry`). Engine modules are imported only when an engine is created."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 from pathlib import Path
 
 from specgate.engines.base import ArmRun, Engine, Prompt, RequestTrace, SpecCounters
-from specgate.engines.registry import EngineSpec, engine_names, engine_spec, require_engine
+from specgate.registry import EngineSpec, engine_names, engine_spec, require_engine
 
 __all__ = [
     "ArmRun",

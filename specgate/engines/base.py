@@ -13,6 +13,7 @@ configuration alive and can start new ones: the measurement treats the instance 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -81,6 +82,40 @@ class RequestTrace:
     @property
     def ok(self) -> bool:
         return self.error is None and len(self.chunk_times_s) > 0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetrics:
+    """The latency metrics of one completed request, in milliseconds and tokens per second."""
+
+    prompt_id: str
+    repetition: int
+    output_tokens: int
+    ttft_ms: float
+    e2el_ms: float
+    tpot_ms: float | None
+    itl_ms: tuple[float, ...]
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        return None if not self.tpot_ms else 1000.0 / self.tpot_ms
+
+    @property
+    def effective_tokens_per_s(self) -> float:
+        return 1000.0 * self.output_tokens / self.e2el_ms if self.e2el_ms > 0 else 0.0
+
+
+def request_metrics(trace: RequestTrace) -> RequestMetrics | None:
+    """Metrics of one request, or None when it failed or produced nothing."""
+    if not trace.ok:
+        return None
+    times = trace.chunk_times_s
+    ttft_ms = 1000.0 * (times[0] - trace.submit_s)
+    e2el_ms = 1000.0 * (times[-1] - trace.submit_s)
+    tokens = trace.output_tokens
+    tpot_ms = (e2el_ms - ttft_ms) / (tokens - 1) if tokens > 1 else None
+    itl_ms = tuple(1000.0 * (b - a) for a, b in itertools.pairwise(times))
+    return RequestMetrics(trace.prompt_id, trace.repetition, tokens, ttft_ms, e2el_ms, tpot_ms, itl_ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,10 +19,10 @@ from types import ModuleType
 from typing import Protocol, runtime_checkable
 
 from specgate.errors import ConfigError, EngineUnavailableError
+from specgate.registry import BACKENDS
 
 __all__ = ["BACKENDS", "CpuBackend", "CudaBackend", "HardwareBackend", "NpuBackend", "get_backend"]
 
-BACKENDS = ("cpu", "cuda", "npu")
 
 _PROC_STATUS = Path("/proc/self/status")
 _PROC_CLEAR_REFS = Path("/proc/self/clear_refs")

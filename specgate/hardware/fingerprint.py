@@ -29,6 +29,7 @@ from pathlib import Path
 from specgate.config import HardwareProfile
 from specgate.config.parallel import ParallelLayout
 from specgate.hardware.topology import probe_interconnect
+from specgate.registry import engine_specs, registered, served
 
 # vector extensions that change kernel choice (and so speed, sometimes numerics); others are noise across steppings
 VECTOR_FLAGS = (
@@ -51,7 +52,6 @@ VECTOR_FLAGS = (
     "sve2",
     "sme",
 )
-ENGINE_LIBRARIES = ("transformers", "vllm", "httpx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,9 +267,10 @@ def machine_fingerprint(
     """The fingerprint of this machine for a run whose engine reported `versions` (`Engine.versions()`)."""
     machine = _machine()
     engine = versions.get("engine", "unknown")
-    library = next((versions[name] for name in ENGINE_LIBRARIES if name in versions and name == engine), "")
-    if not library:
-        library = next((versions[name] for name in ENGINE_LIBRARIES if name in versions), "unknown")
+    spec = registered(engine)
+    library = versions.get(spec.library, "") if spec is not None else ""
+    if not library:  # an engine not registered (the tests' fake): the first engine library it reports
+        library = next((versions[s.library] for s in engine_specs() if s.library in versions), "unknown")
     model, count, driver = accelerator_info
     return Fingerprint(
         cpu=machine.cpu,
@@ -305,10 +306,10 @@ def run_fingerprint(
     """The fingerprint of a run on this machine (with `layout`, the devices it spread the model over). For served
     endpoints the latency is the servers': they are named (with the versions they report) in place of a local
     accelerator, and their layout is theirs."""
-    if engine == "openai":
-        served = ", ".join(v for k, v in sorted(versions.items()) if k.startswith(("endpoint.", "server.")))
-        info = (f"served: {served}", 0, "")
+    if served(engine):
+        endpoints = ", ".join(v for k, v in sorted(versions.items()) if k.startswith(("endpoint.", "server.")))
+        info = (f"served: {endpoints}", 0, "")
     else:
         info = accelerator(hardware.backend)
-    local = None if engine == "openai" else layout
+    local = None if served(engine) else layout
     return machine_fingerprint(hardware.backend, hardware.threads, versions, dtype, info, local)

@@ -37,8 +37,9 @@ from specgate.hardware.telemetry_parsers import (
     parse_npu_smi_info,
     parse_nvidia_smi_csv,
 )
+from specgate.registry import TELEMETRY_SOURCES
 
-SOURCES = ("none", "nvml", "nvidia-smi", "npu-smi", "rapl")
+SOURCES = TELEMETRY_SOURCES  # the names the configuration accepts (specgate.registry)
 RAPL_DOMAIN = Path("/sys/class/powercap/intel-rapl:0")
 _MIB = 1024 * 1024
 _COMMAND_TIMEOUT_S = 10.0

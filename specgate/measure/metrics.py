@@ -10,39 +10,17 @@ Predicted speedup (Leviathan et al. 2023) = (1 − α^(γ+1)) / ((1 − α)(γc 
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from specgate.engines.base import ArmRun, RequestTrace, SpecCounters
+from specgate.engines.base import ArmRun, RequestTrace, SpecCounters, request_metrics
 
 CONFIDENCE = 0.95
 # consecutive gaps of one request are not independent draws, and the gate judges latency on per-request figures
 ITL_NO_CI = "ITL gaps are not independent draws: no interval (latency is judged per request)"
-
-
-@dataclass(frozen=True, slots=True)
-class RequestMetrics:
-    """The latency metrics of one completed request, in milliseconds and tokens per second."""
-
-    prompt_id: str
-    repetition: int
-    output_tokens: int
-    ttft_ms: float
-    e2el_ms: float
-    tpot_ms: float | None
-    itl_ms: tuple[float, ...]
-
-    @property
-    def decode_tokens_per_s(self) -> float | None:
-        return None if not self.tpot_ms else 1000.0 / self.tpot_ms
-
-    @property
-    def effective_tokens_per_s(self) -> float:
-        return 1000.0 * self.output_tokens / self.e2el_ms if self.e2el_ms > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,19 +85,6 @@ class Speedup:
     gamma: int | None
     cost_ratio: float | None
     no_interval: str | None = None  # why `ci` is missing (written as null)
-
-
-def request_metrics(trace: RequestTrace) -> RequestMetrics | None:
-    """Metrics of one request, or None when it failed or produced nothing."""
-    if not trace.ok:
-        return None
-    times = trace.chunk_times_s
-    ttft_ms = 1000.0 * (times[0] - trace.submit_s)
-    e2el_ms = 1000.0 * (times[-1] - trace.submit_s)
-    tokens = trace.output_tokens
-    tpot_ms = (e2el_ms - ttft_ms) / (tokens - 1) if tokens > 1 else None
-    itl_ms = tuple(1000.0 * (b - a) for a, b in itertools.pairwise(times))
-    return RequestMetrics(trace.prompt_id, trace.repetition, tokens, ttft_ms, e2el_ms, tpot_ms, itl_ms)
 
 
 def bootstrap_interval(

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from specgate.engines.base import ArmRun, RequestTrace
-from specgate.measure.metrics import request_metrics
+from specgate.engines.base import ArmRun, RequestTrace, request_metrics
 
 
 @dataclass(frozen=True, slots=True)

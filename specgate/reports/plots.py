@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from specgate.checks.long_context import context_points
 from specgate.config import SlaLimits
 from specgate.costs.energy import GIB
+from specgate.engines.base import RequestMetrics, request_metrics
 from specgate.evaluation import Evaluation
-from specgate.measure.metrics import RequestMetrics, request_metrics
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specgate.engines.base import ArmRun, SpecCounters
+from specgate.engines.base import ArmRun, SpecCounters, request_metrics
 from specgate.engines.counters import counters_delta
-from specgate.measure.metrics import request_metrics
 
 SPEC_PREFIX = "vllm:spec_decode_"
 DRAFTS = "vllm:spec_decode_num_drafts"
