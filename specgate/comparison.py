@@ -278,7 +278,8 @@ def tail(
     if len(keys) < 4:
         raise ValueError(f"{metric.name}: {len(keys)} prompt#round keys in common; a percentile needs at least 4")
     xb, xa = np.asarray([b[k] for k in keys]), np.asarray([a[k] for k in keys])
-    observed = math.log(float(np.percentile(xa, q)) / float(np.percentile(xb, q)))
+    # with the permutations' own arithmetic: the unswapped ones reproduce it bit for bit, and must count as extreme
+    observed = float(np.log(_percentile_rows(xa[None, :], q) / _percentile_rows(xb[None, :], q))[0])
     sign = -1.0 if metric.higher_is_better else 1.0
     rng = np.random.default_rng(seed)
     chunk = max(1, min(PERMUTATION_CHUNK, (1 << 22) // len(keys)))

@@ -213,6 +213,24 @@ def test_the_tail_test_is_exact_under_no_change() -> None:
     assert hits / 300 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
 
 
+def test_the_tail_test_counts_the_permutations_that_give_exactly_the_observed_change() -> None:
+    """A P99 of 64 units is set by the top two: every permutation that leaves the top units unswapped gives exactly
+    the observed change (an atom of the permutation distribution). Computed two ways, the observed value and the
+    atom differed in the last bit, no permutation counted as extreme, and an unchanged configuration read p = 1/24001
+    (REGRESSED on a real quiet run). Here the top unit alone differs: p is the chance it stays unswapped, about 1/2."""
+    keys = [f"p{i}#0" for i in range(64)]
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        before = rng.lognormal(6.5, 0.05, 64)
+        after = before.copy()
+        top = int(np.argmax(before))
+        after[top] *= 1.0 + rng.uniform(0.01, 0.08)
+        pair = arm(dict(zip(keys, before, strict=True))), arm(dict(zip(keys, after, strict=True)))
+        est = tail(P99_TTFT, *pair, resamples=2000, seed=seed)
+        assert est.estimate > 0
+        assert est.p_value is not None and est.p_value > 0.3, seed
+
+
 def test_history_uses_the_between_run_spread_as_a_prediction_interval() -> None:
     keys = [f"p{i}#0" for i in range(8)]
     levels = [1.00, 1.04, 0.97, 1.02]
