@@ -124,7 +124,7 @@ FAKE_OPTIMISATIONS: Mapping[str, Capability] = {
 
 def optimisations(engine: str) -> Mapping[str, Capability]:
     """What `engine` runs of each optimisation kind (nothing for an unknown name: it is reported elsewhere)."""
-    spec = _REGISTRY.get(engine)
+    spec = registered(engine)
     if spec is not None:
         return spec.optimisations
     return FAKE_OPTIMISATIONS if engine == "fake" else {}
@@ -138,7 +138,7 @@ def registered(engine: str) -> EngineSpec | None:
 
 def served(engine: str) -> bool:
     """Whether `engine` measures endpoints that other machines serve (no model files, no device of its own here)."""
-    spec = _REGISTRY.get(engine)
+    spec = registered(engine)
     return spec is not None and not spec.local_models
 
 

@@ -306,10 +306,11 @@ def run_fingerprint(
     """The fingerprint of a run on this machine (with `layout`, the devices it spread the model over). For served
     endpoints the latency is the servers': they are named (with the versions they report) in place of a local
     accelerator, and their layout is theirs."""
-    if served(engine):
+    remote = served(engine)
+    if remote:
         endpoints = ", ".join(v for k, v in sorted(versions.items()) if k.startswith(("endpoint.", "server.")))
         info = (f"served: {endpoints}", 0, "")
     else:
         info = accelerator(hardware.backend)
-    local = None if served(engine) else layout
+    local = None if remote else layout
     return machine_fingerprint(hardware.backend, hardware.threads, versions, dtype, info, local)
