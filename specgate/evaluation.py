@@ -8,7 +8,7 @@ speedup over, and its outputs compared with, the plain-decoding arm it was timed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from specgate.accuracy import TaskAccuracy, score_outputs
 from specgate.config import HardwareProfile
 from specgate.costs.energy import EnergyReport, summarize_energy
 from specgate.costs.roofline import Roofline, summarize_roofline
-from specgate.engines.base import ExplainsDivergences, Prompt, RequestTrace
+from specgate.engines.base import ArmRun, ExplainsDivergences, Prompt, RequestTrace
 from specgate.ladder import LadderInputs, LadderRow, kv_bytes_per_token, summarize_ladder
 from specgate.measure.metrics import ArmSummary, Speedup, measure_speedup, summarize_arm
 from specgate.measure.monitor import Observation
@@ -109,13 +109,15 @@ def first_divergence(reference: tuple[int, ...], candidate: tuple[int, ...]) -> 
 
 
 def compare_outputs(measurement: Measurement, arm: str, against: str) -> Losslessness:
-    """Compare each request of `arm` with the same request (prompt and round) of `against`."""
-    reference = {(t.prompt_id, t.repetition): t for run in measurement.runs[against] for t in run.traces}
+    """Compare each request of `arm` with the same request (prompt and round) of `against`, or, for a round
+    `against` did not run (a plain arm measured in the first round only), with its request of the same prompt:
+    greedy plain decoding repeats its outputs from one round to the next."""
+    same_request = _same_request(measurement.runs[against])
     divergences = []
     n = 0
     for run in measurement.runs[arm]:
         for trace in run.traces:
-            ref = reference.get((trace.prompt_id, trace.repetition))
+            ref = same_request(trace.prompt_id, trace.repetition)
             if ref is None or not ref.ok or not trace.ok:
                 continue
             a, b = _comparable(ref), _comparable(trace)
@@ -138,15 +140,23 @@ def compare_outputs(measurement: Measurement, arm: str, against: str) -> Lossles
     return Losslessness(arm, against, n, len(divergences), tuple(divergences))
 
 
+def _same_request(runs: Sequence[ArmRun]) -> Callable[[str, int], RequestTrace | None]:
+    """The request of `runs` for a prompt and round (the last attempt), or the prompt's request of its latest round
+    where the arm did not run that round."""
+    by_request = {(t.prompt_id, t.repetition): t for run in runs for t in run.traces}
+    by_prompt = {prompt: trace for (prompt, _), trace in sorted(by_request.items(), key=lambda kv: kv[0][1])}
+    return lambda prompt, repetition: by_request.get((prompt, repetition)) or by_prompt.get(prompt)
+
+
 def explain(
     lossless: Losslessness, measurement: Measurement, engine: ExplainsDivergences, limit: int = EXPLAINED_DIVERGENCES
 ) -> Losslessness:
     """The same result with the target's logit margin at each of the first `limit` divergences."""
     prompts = {p.id: p for p in measurement.prompts}
-    plain = {(t.prompt_id, t.repetition): t for r in measurement.runs[lossless.against] for t in r.traces}
+    same_request = _same_request(measurement.runs[lossless.against])
     explained = []
     for index, d in enumerate(lossless.divergences):
-        ref = plain.get((d.prompt_id, d.repetition))
+        ref = same_request(d.prompt_id, d.repetition)
         if index >= limit or ref is None or d.reference_token is None or d.candidate_token is None:
             explained.append(d)
             continue

@@ -135,6 +135,18 @@ class MeasurementPlan:
         """The arms judged beside another arm (both sides of `beside`): those whose TTFT a comparison reads."""
         return frozenset(a for pair in self.beside for a in pair)
 
+    @property
+    def speedup_only(self) -> tuple[str, ...]:
+        """In reference mode, the plain-decoding arms that only a speedup reads: no comparison beside the reference
+        and no ladder rung (the plain arm the reference shares with the candidate). Their first round gives the
+        speedup SLA and the outputs to reproduce; the rounds after it are for the comparisons beside the reference,
+        whose speedup ratio needs no plain-decoding request (`specgate.checks.beside.beside_estimate`)."""
+        if not self.beside:
+            return ()
+        plains = {plain for _, plain in self.speedups}
+        rungs = {name for step in self.ladder for name in (step.arm, step.previous)}
+        return tuple(a for a in self.names if a in plains and a not in self.compared and a not in rungs)
+
     def twins(self) -> dict[str, str]:
         """The reference arms that are the same configuration as the candidate arm beside them: {reference:
         candidate} (an A/A of the released configuration with itself)."""

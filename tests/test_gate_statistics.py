@@ -22,6 +22,8 @@ from specgate.checks.subject import Subject
 from specgate.config import GatePolicy, SlaLimits, Speculation
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
+from specgate.evaluation import compare_outputs
+from specgate.measure.metrics import measure_speedup
 from specgate.measure.pool import extend_over_pool, pool_steps
 from specgate.measure.protocol import measure_plan
 from specgate.measure.samples import arm_samples, probe_samples
@@ -263,3 +265,26 @@ def test_levels_split_alpha_over_looks_and_the_family() -> None:
     levels = Levels(0.01, looks_of(POLICY, True), 36)
     assert levels.looks == 3
     assert math.isclose(levels.alpha_pass, 0.01 / 3) and math.isclose(levels.alpha_block, 0.01 / 108)
+
+
+@pytest.mark.parametrize(("beside", "prompts", "ar_rounds"), [(True, 8, 1), (True, 3, 2), (False, 8, 2)])
+def test_the_shared_plain_arm_runs_in_the_first_round_only_beside_a_reference(
+    beside: bool, prompts: int, ar_rounds: int
+) -> None:
+    """Beside a reference, the plain arm both speculative arms share is read by their speedups only: one round gives
+    the speedup and the outputs, the rounds after it measure the compared arms alone. It runs every round where that
+    round alone would leave it under `min_samples` units, and without a reference (every arm's own history). The
+    speculative arm's outputs of every round are still set beside plain decoding's (greedy repeats them)."""
+    plan = reference_plan()
+    if not beside:
+        plan = dataclasses.replace(plan, beside=(), reference=None)
+    engine = FakeEngine(FakeBehaviour(noise_cv=0.02, acceptance=0.6, draft_cost=0.0), seed=1)
+    engine.load(plan.arms, None)  # type: ignore[arg-type]
+    policy = dataclasses.replace(POLICY, max_repetitions=POLICY.repetitions)
+    measurement = measure_plan(engine, plan, PROMPTS[:prompts], policy, hardware="cpu", probes=1)
+    assert measurement.rounds_by_arm == {"ar": ar_rounds, "spec": 2, "ref-spec": 2}
+    assert len(measurement.runs["ar"]) == ar_rounds * prompts and len(measurement.runs["spec"]) == 2 * prompts
+    speedup = measure_speedup(measurement.runs["ar"], measurement.runs["spec"])
+    assert speedup is not None and speedup.n_units == ar_rounds * prompts and speedup.value > 1.15
+    lossless = compare_outputs(measurement, "spec", "ar")  # every round's outputs, beside the plain arm's
+    assert (lossless.n, lossless.differing) == (2 * prompts, 0)

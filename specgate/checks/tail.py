@@ -2,7 +2,7 @@
 
 A P99 of a few dozen requests is nearly their maximum, and on a busy runner the maximum is whichever request another
 process stretched. So the tail reads every TTFT the arm measured (its requests' latest attempts and its one-token
-TTFT probes: three per prompt and round in reference mode, in the arms compared beside each other) and splits them
+TTFT probes: four per prompt and round in reference mode, in the arms compared beside each other) and splits them
 by the interference each met (`specgate.checks.interference.interfered`): the SLA is the configuration's to breach
 only on the clean ones. With too few clean units to tell (fewer than `MIN_CLEAN`, or under half), a breach that only
 the interfered units show is UNKNOWN: it blocks, and says the machine was busy — never that the configuration is too

@@ -40,7 +40,7 @@ class GatePolicy:
     history_runs: int = 5
     min_history_runs: int = 3
     latency_baseline: str = "required"
-    ttft_probes: int = 3
+    ttft_probes: int = 4
     looks: int = 3
     pass_probability: float = 0.95
     clock: str = "auto"

@@ -8,6 +8,11 @@ the cost of switching from one arm to another fall on every arm alike); engines 
 same rotation per round. Runs are recorded in execution order, so unit k of one arm pairs with unit k of every
 other arm (same prompt, same round).
 
+In reference mode, a plain-decoding arm that only a speedup reads (`MeasurementPlan.speedup_only`: the plain
+arm the reference shares with the candidate) runs in the first round only, where that round alone gives it
+`policy.min_samples` units: the speedup is measured on the units both arms ran (`measure_speedup`), greedy outputs
+repeat from one round to the next, and the comparisons beside the reference do not read it.
+
 After the first `policy.repetitions` rounds, a `planner` (in reference mode: `specgate.checks.sequential`) looks at
 the measurement so far and answers `Next`: how many more rounds, and of which arms — only the arms of comparisons
 still undecided (an arm whose every comparison is decided is not measured again). It is asked again after each
@@ -277,6 +282,7 @@ def measure_plan(
 
     last = max(policy.repetitions, policy.max_repetitions if stop is not None else 0)
     active = plan.names
+    first_only = plan.speedup_only if len(prompts) >= policy.min_samples else ()
     planned = policy.repetitions
     if progress is not None:
         progress.started(plan, len(prompts), planned)
@@ -289,6 +295,8 @@ def measure_plan(
         for arm in active:
             rounds_by_arm[arm] += 1
         rounds += 1
+        if rounds == 1:
+            active = tuple(a for a in active if a not in first_only)
         if rounds < planned or stop is None or rounds >= last or len(looks) + 1 >= max(1, policy.looks):
             continue
         next_rounds = _next(stop(snapshot(rounds)))
