@@ -4,7 +4,8 @@
   optimisation arms it runs (`EngineSpec.optimisations`: quantized KV cache, quantized weights, batching, each by
   backend or library with the import it needs). Adding an engine is its module plus one `register(...)` line here;
   the config, the preflight, the plugin and the CLI read everything else from this table.
-- Hardware backends (`BACKENDS`, their classes in `specgate.hardware.backends`) and telemetry sources
+- Hardware backends (`BACKEND_SPECS`: what other code may ask of one by name; their classes in
+  `specgate.hardware.backends`) and telemetry sources
   (`TELEMETRY_SOURCES`, their samplers in `specgate.hardware.telemetry`).
 
 This module sits below the configuration (which checks names against it) and imports nothing of specgate but its
@@ -24,7 +25,35 @@ from dataclasses import dataclass, field
 
 from specgate.errors import ConfigError, did_you_mean
 
-BACKENDS = ("cpu", "cuda", "npu")  # classes: specgate.hardware.backends
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """What code outside the backends asks of a hardware backend by name. `host`: the device is the host's own CPU
+    — the engine's memory is this machine's RAM (a vLLM server sizes its KV cache in it; peak memory is a resident
+    set), the arms share its cores (they can run in lockstep), and several devices talk through host memory.
+    `visible_devices` is the environment variable that lists the devices a process sees, `topology` the vendor
+    command that prints the link matrix between devices, whose rows start with `device_label` and an index."""
+
+    name: str
+    host: bool = False
+    visible_devices: str = ""
+    topology: tuple[str, ...] = ()
+    device_label: str = ""
+
+
+BACKEND_SPECS = (
+    BackendSpec("cpu", host=True),
+    BackendSpec(
+        "cuda", visible_devices="CUDA_VISIBLE_DEVICES", topology=("nvidia-smi", "topo", "-m"), device_label="GPU"
+    ),
+    BackendSpec(
+        "npu",
+        visible_devices="ASCEND_RT_VISIBLE_DEVICES",
+        topology=("npu-smi", "info", "-t", "topo"),
+        device_label="NPU",
+    ),
+)
+BACKENDS = tuple(b.name for b in BACKEND_SPECS)  # classes: specgate.hardware.backends
 TELEMETRY_SOURCES = ("none", "nvml", "nvidia-smi", "npu-smi", "rapl")  # samplers: specgate.hardware.telemetry
 
 
@@ -177,3 +206,11 @@ def require_engine(name: str, pair: str) -> EngineSpec:
             f"{spec.install_hint}"
         )
     return spec
+
+
+def backend_spec(name: str) -> BackendSpec:
+    """The registered backend of that name; a `ConfigError` naming the known ones otherwise."""
+    for spec in BACKEND_SPECS:
+        if spec.name == name:
+            return spec
+    raise ConfigError(f"backend {name!r} is not known.{did_you_mean(name, BACKENDS)} Known: {', '.join(BACKENDS)}")

@@ -88,6 +88,8 @@ class _Clock:
 
 class _Backend:
     name = "cpu"
+    peak_memory = "this fake's peak per call"
+    peak_is_lifetime = False
 
     def __init__(self, peaks: list[int]) -> None:
         self._peaks = iter(peaks)

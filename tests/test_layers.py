@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_architecture import _imports
 
-from specgate.registry import _REGISTRY, Capability, EngineSpec, engine_names, engine_specs, register
+from specgate.registry import _REGISTRY, BACKENDS, Capability, EngineSpec, engine_names, engine_specs, register
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -111,23 +111,31 @@ def test_an_upward_import_inside_a_function_or_for_type_checking_is_found(tmp_pa
     assert upward_imports(package, ("high", "low")) == {("pkg.high", "low")}
 
 
-def engine_name_comparisons(package: Path, names: set[str]) -> list[str]:
+def engine_name_comparisons(
+    package: Path, names: set[str], *, about: tuple[str, ...] = (), registries: tuple[str, ...] = ("registry.py",)
+) -> list[str]:
     """`path:line` of every comparison of a string with an engine name outside the registry (`x == "vllm"`,
-    `engine in ("openai", …)`): what an engine is and does belongs in its `EngineSpec`."""
+    `engine in ("openai", …)`): what an engine is and does belongs in its `EngineSpec`. With `about`, only
+    comparisons whose other side's code mentions one of those words (a backend name is compared with a `backend`
+    or `device`, while "cpu" is also a clock's name); `registries` are the modules (paths in the package) exempt."""
     found = []
     for path in sorted(package.rglob("*.py")):
-        if path.name == "registry.py" and path.parent == package:
+        if path.relative_to(package).as_posix() in registries:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Compare):
                 continue
             values: list[object] = []
+            others: list[str] = []
             for side in (node.left, *node.comparators):
                 if isinstance(side, ast.Constant):
                     values.append(side.value)
                 elif isinstance(side, ast.Tuple | ast.List | ast.Set):
                     values += [e.value for e in side.elts if isinstance(e, ast.Constant)]
-            if any(isinstance(v, str) and v in names for v in values):
+                else:
+                    others.append(ast.unparse(side))
+            named = any(isinstance(v, str) and v in names for v in values)
+            if named and (not about or any(word in other for other in others for word in about)):
                 found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
     return found
 
@@ -135,6 +143,25 @@ def engine_name_comparisons(package: Path, names: set[str]) -> list[str]:
 def test_no_code_outside_the_registry_branches_on_an_engine_name() -> None:
     names = {spec.name for spec in engine_specs()} | {"fake"}
     assert engine_name_comparisons(REPO / "specgate", names) == []
+
+
+def test_no_code_outside_the_registry_and_the_backend_classes_branches_on_a_backend_name() -> None:
+    """What code asks of a backend by name is its `BackendSpec` (`specgate.registry.backend_spec`); the backend
+    classes (`specgate.hardware.backends`) are the one other place that knows each backend."""
+    exempt = ("registry.py", "hardware/backends.py")
+    found = engine_name_comparisons(REPO / "specgate", set(BACKENDS), about=("backend", "device"), registries=exempt)
+    assert found == []
+
+
+def test_a_branch_on_a_backend_name_is_found_and_a_clock_named_cpu_is_not(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "engine.py").write_text(
+        'def f(hardware, clock):\n    a = hardware.device == "cpu"\n    b = clock == "cpu"\n'
+        '    return backend in ("cuda", "x") or a or b\n'
+    )
+    found = engine_name_comparisons(package, {"cpu", "cuda"}, about=("backend", "device"))
+    assert found == ["pkg/engine.py:2", "pkg/engine.py:4"]
 
 
 def test_a_branch_on_an_engine_name_is_found(tmp_path: Path) -> None:

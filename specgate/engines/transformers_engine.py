@@ -47,6 +47,7 @@ from specgate.engines.transformers_quant import (
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.models import ResolvedModel, resolve
 from specgate.plan import Arm
+from specgate.registry import backend_spec
 
 
 class _StepCounter(threading.local):
@@ -139,7 +140,7 @@ class TransformersEngine:
         if hardware.threads:
             torch.set_num_threads(hardware.threads)
         self._device = hardware.device
-        self.lockstep = hardware.device == "cpu"
+        self.lockstep = backend_spec(hardware.backend).host
         self._single_thread = self.lockstep and torch.get_num_threads() == 1
         for arm in arms:
             self._arms[arm.name] = self._setup(arm)

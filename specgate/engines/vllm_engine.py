@@ -77,6 +77,7 @@ from specgate.engines.vllm_slowdown import spin_for
 from specgate.errors import MeasurementError
 from specgate.models import ResolvedModel, resolve, truncated_copy
 from specgate.plan import Arm
+from specgate.registry import backend_spec
 
 
 @dataclasses.dataclass(slots=True)
@@ -240,7 +241,7 @@ class VllmEngine:
         args.update(optimisation_arguments(setup.arm.optimisation))
         args.update(llm_parallel_arguments(setup.arm.parallel))
         kv_bytes = self._kv_cache_bytes
-        if kv_bytes is None and self._backend == "cpu" and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+        if kv_bytes is None and backend_spec(self._backend).host and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
             kv_bytes = CPU_KV_CACHE_BYTES
         if kv_bytes is not None:
             args["kv_cache_memory_bytes"] = kv_bytes

@@ -55,6 +55,7 @@ from specgate.engines.vllm_slowdown import ENV as SLOWDOWN_ENV
 from specgate.engines.vllm_slowdown import MARKER, PLUGIN, plugin_path
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.plan import Arm
+from specgate.registry import backend_spec
 
 CPU_SERVER_BASE_BYTES = 3 << 30  # a vLLM CPU server's RSS besides weights and KV cache (measured 3-5 GB in all)
 CPU_KV_GIB = 1
@@ -173,7 +174,7 @@ class VllmServerEngine:
     def _fit(self, hardware: HardwareProfile) -> int:
         """How many servers may be alive at once (all of them where they fit), with the note when not all do."""
         count = len(self._instances)
-        if hardware.backend != "cpu" or count == 0:
+        if not backend_spec(hardware.backend).host or count == 0:
             return count
         kv_gib = float(os.environ.get("VLLM_CPU_KVCACHE_SPACE") or CPU_KV_GIB)
         sizes = [CPU_SERVER_BASE_BYTES + int(kv_gib * (1 << 30)) + self._weights(i.setup) for i in self._instances]
@@ -314,7 +315,7 @@ class VllmServerEngine:
         if setup.spec_config:
             argv += ["--speculative-config", json.dumps(setup.spec_config, sort_keys=True)]
         argv += server_parallel_flags(arm.parallel)
-        if self._hardware is not None and self._hardware.backend != "cpu" and len(self._instances) > 1:
+        if self._hardware is not None and not backend_spec(self._hardware.backend).host and len(self._instances) > 1:
             share = GPU_MEMORY_FRACTION / min(len(self._instances), max(1, self._max_live))
             argv += ["--gpu-memory-utilization", f"{share:.3f}"]
         return argv + self._server_args
@@ -322,7 +323,7 @@ class VllmServerEngine:
     def environment(self, setup: _Setup) -> dict[str, str]:
         """What the server's environment adds: the CPU KV cache, and the slowdown plugin for a slowed arm."""
         env: dict[str, str] = {}
-        if self._hardware is not None and self._hardware.backend == "cpu":
+        if self._hardware is not None and backend_spec(self._hardware.backend).host:
             env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE") or str(CPU_KV_GIB)
         if setup.arm.slowdown:
             import specgate

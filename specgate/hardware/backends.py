@@ -1,7 +1,9 @@
 """Hardware backends: one protocol for CPU, CUDA and Ascend NPU.
 
 A backend answers the few device questions a measurement needs: is the runtime there (`check_available`), which
-torch device string to use, how to wait for queued work (`synchronize`), and how much memory the run peaked at.
+torch device string to use, how to wait for queued work (`synchronize`), how much memory the run peaked at (and
+what that figure counts), and which accelerator the machine fingerprint names. What other code asks of a backend by
+name (is it the host's CPU, which variable lists its devices) is its `specgate.registry.BackendSpec`.
 Selecting a backend whose runtime is missing is an error with instructions, never a silent CPU run.
 
 torch (and torch_npu) are imported inside the methods that need them, so importing this module stays cheap.
@@ -13,6 +15,7 @@ import difflib
 import os
 import re
 import resource
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -30,9 +33,12 @@ _PROC_CLEAR_REFS = Path("/proc/self/clear_refs")
 
 @runtime_checkable
 class HardwareBackend(Protocol):
-    """The device side of a hardware profile."""
+    """The device side of a hardware profile. `peak_memory` says what `peak_memory_bytes` counts;
+    `peak_is_lifetime` is True while it covers the whole process life, not just the window since the last reset."""
 
     name: str
+    peak_memory: str
+    peak_is_lifetime: bool
 
     def check_available(self) -> None:
         """Raise `EngineUnavailableError` saying what is missing and how to install it; never fall back."""
@@ -52,6 +58,11 @@ class HardwareBackend(Protocol):
 
     def peak_memory_bytes(self) -> int | None:
         """Peak memory since the last `reset_peak_memory`, or None when it cannot be known."""
+        ...
+
+    def accelerator(self) -> tuple[str, int, str]:
+        """(model, count, driver) of the accelerator, for the machine fingerprint: ("none", 0, "") on the host's
+        CPU, "unknown" where the runtime cannot tell."""
         ...
 
 
@@ -86,6 +97,20 @@ def _read_status_kib(field: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _nvidia_driver() -> str:
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
 class CpuBackend:
     """Plain CPU through torch.
 
@@ -96,6 +121,10 @@ class CpuBackend:
     """
 
     name = "cpu"
+    peak_memory = (
+        "this process's peak RSS per engine call (model weights included, and memory the allocator kept from "
+        "earlier calls)"
+    )
 
     def __init__(self, device: str = "cpu", *, profile: str | None = None) -> None:
         self._device = device
@@ -108,6 +137,9 @@ class CpuBackend:
 
     def torch_device(self) -> str:
         return "cpu"
+
+    def accelerator(self) -> tuple[str, int, str]:
+        return "none", 0, ""
 
     def synchronize(self) -> None:
         """Nothing to wait for: CPU ops in torch return when done."""
@@ -134,6 +166,8 @@ class CudaBackend:
     """NVIDIA GPUs through torch.cuda."""
 
     name = "cuda"
+    peak_memory = "torch's peak allocated device memory per engine call"
+    peak_is_lifetime = False
 
     def __init__(self, device: str = "cuda:0", *, profile: str | None = None) -> None:
         self._device = device
@@ -166,6 +200,15 @@ class CudaBackend:
     def torch_device(self) -> str:
         return f"cuda:{self._index}"
 
+    def accelerator(self) -> tuple[str, int, str]:
+        try:
+            import torch
+        except ImportError:
+            return "unknown", 0, "unknown"
+        if not torch.cuda.is_available():
+            return "unknown", 0, "unknown"
+        return torch.cuda.get_device_name(0), torch.cuda.device_count(), _nvidia_driver()
+
     def synchronize(self) -> None:
         import torch
 
@@ -187,6 +230,8 @@ class NpuBackend:
     """Huawei Ascend NPUs through torch_npu (which adds `torch.npu`)."""
 
     name = "npu"
+    peak_memory = "torch's peak allocated device memory per engine call"
+    peak_is_lifetime = False
 
     def __init__(self, device: str = "npu:0", *, profile: str | None = None) -> None:
         self._device = device
@@ -227,6 +272,17 @@ class NpuBackend:
 
     def torch_device(self) -> str:
         return f"npu:{self._index}"
+
+    def accelerator(self) -> tuple[str, int, str]:
+        try:
+            import torch
+        except ImportError:
+            return "unknown", 0, "unknown"
+        npu = getattr(torch, "npu", None)
+        if npu is None or not npu.is_available():
+            return "unknown", 0, "unknown"
+        name = npu.get_device_name(0) if hasattr(npu, "get_device_name") else "Ascend NPU"
+        return str(name), int(npu.device_count()), str(getattr(torch.version, "cann", "unknown"))
 
     def synchronize(self) -> None:
         self._torch_npu().synchronize()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from specgate.config import HardwareProfile
 from specgate.config.parallel import ParallelLayout
+from specgate.hardware.backends import get_backend
 from specgate.hardware.topology import probe_interconnect
 from specgate.registry import engine_specs, registered, served
 
@@ -224,38 +225,6 @@ def _machine() -> _Machine:
     )
 
 
-def _nvidia_driver() -> str:
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "unknown"
-
-
-def accelerator(backend: str) -> tuple[str, int, str]:
-    """(model, count, driver) of the profile's accelerator; ("none", 0, "") on CPU."""
-    if backend == "cpu":
-        return "none", 0, ""
-    try:
-        import torch
-    except ImportError:
-        return "unknown", 0, "unknown"
-    if backend == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name(0), torch.cuda.device_count(), _nvidia_driver()
-    if backend == "npu":
-        npu = getattr(torch, "npu", None)
-        if npu is not None and npu.is_available():
-            name = npu.get_device_name(0) if hasattr(npu, "get_device_name") else "Ascend NPU"
-            return str(name), int(npu.device_count()), str(getattr(torch.version, "cann", "unknown"))
-    return "unknown", 0, "unknown"
-
-
 def machine_fingerprint(
     backend: str,
     threads: int | None,
@@ -311,6 +280,6 @@ def run_fingerprint(
         endpoints = ", ".join(v for k, v in sorted(versions.items()) if k.startswith(("endpoint.", "server.")))
         info = (f"served: {endpoints}", 0, "")
     else:
-        info = accelerator(hardware.backend)
+        info = get_backend(hardware.backend, hardware.device).accelerator()
     local = None if remote else layout
     return machine_fingerprint(hardware.backend, hardware.threads, versions, dtype, info, local)

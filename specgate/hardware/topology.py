@@ -17,9 +17,8 @@ import subprocess
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-COMMANDS = {"cuda": ("nvidia-smi", "topo", "-m"), "npu": ("npu-smi", "info", "-t", "topo")}
-PREFIXES = {"cuda": "GPU", "npu": "NPU"}
-VISIBLE = {"cuda": "CUDA_VISIBLE_DEVICES", "npu": "ASCEND_RT_VISIBLE_DEVICES"}
+from specgate.registry import backend_spec
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -84,7 +83,8 @@ def summarize_links(links: Mapping[tuple[int, int], str], devices: Sequence[int]
 def visible_devices(backend: str, count: int) -> list[int] | None:
     """The device numbers a run of `count` devices uses: the first of `CUDA_VISIBLE_DEVICES` (or
     `ASCEND_RT_VISIBLE_DEVICES`), else 0 … count−1; None when the variable names devices by UUID."""
-    listed = os.environ.get(VISIBLE.get(backend, ""), "").strip()
+    variable = backend_spec(backend).visible_devices
+    listed = os.environ.get(variable, "").strip() if variable else ""
     if not listed:
         return list(range(count))
     parts = [p.strip() for p in listed.split(",") if p.strip()]
@@ -98,14 +98,15 @@ def probe_interconnect(backend: str, devices: int) -> str:
     "host memory" on CPU, "unknown (…)" when the tool cannot tell."""
     if devices <= 1:
         return ""
-    if backend == "cpu":
+    spec = backend_spec(backend)
+    if spec.host:
         return "host memory (one CPU host)"
-    command = COMMANDS.get(backend)
-    if command is None:
+    command = spec.topology
+    if not command:
         return f"unknown (no topology tool for backend {backend!r})"
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
-        links = parse_topology(done.stdout, PREFIXES[backend])
+        links = parse_topology(done.stdout, spec.device_label)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         return f"unknown ({' '.join(command)}: {type(exc).__name__})"
     return summarize_links(links, visible_devices(backend, devices)) or "unknown (the devices are not in the matrix)"

@@ -181,11 +181,6 @@ class ArmMonitor:
     def _memory_note(self) -> str:
         if not self._peaks:
             return ""
-        if getattr(self.backend, "peak_is_lifetime", False):
+        if self.backend.peak_is_lifetime:
             return "peak memory is the process's lifetime peak RSS (the peak could not be reset per call)"
-        if self.backend.name == "cpu":
-            return (
-                "peak memory is this process's peak RSS per engine call (model weights included, and memory the "
-                "allocator kept from earlier calls)"
-            )
-        return "peak memory is torch's peak allocated device memory per engine call"
+        return f"peak memory is {self.backend.peak_memory}"
