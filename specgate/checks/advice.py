@@ -13,26 +13,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specgate.checks import DRIFT, INFRASTRUCTURE, NO_BASELINE, REGRESSION, SLA, UNUSABLE_BASELINE, Check
+from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check, Outcome
 from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
 
 
 def _kind(check: Check) -> str:
-    outcome = check.details.get("outcome")
+    outcome = check.outcome
     metric = split_key(check.name.split(":", 1)[-1])[1]
     if check.category == INFRASTRUCTURE:
         return "infrastructure"
     if check.details.get("ladder") and outcome is not None:  # a step against its stored self
-        return {"BLOCK": "ladder regressed", "NOT COMPARABLE": "other engine"}.get(outcome, "baseline")
+        return {Outcome.BLOCK: "ladder regressed", Outcome.NOT_COMPARABLE: "other engine"}.get(outcome, "baseline")
     if check.details.get("ladder"):
         return "ladder unscored" if check.details.get("unscored") else "ladder"
     if check.category == SLA:
         return "sla"
-    if outcome == "NOT COMPARABLE":
+    if outcome is Outcome.NOT_COMPARABLE:
         return "not comparable" if check.details.get("what", "latency") == "latency" else "other engine"
-    if outcome == "UNKNOWN":
+    if outcome is Outcome.UNKNOWN:
         return "undecided"
-    if outcome in (NO_BASELINE, UNUSABLE_BASELINE):
+    if outcome in (Outcome.NO_BASELINE, Outcome.UNUSABLE_BASELINE):
         return "baseline"
     if check.category == DRIFT or metric == OUTPUT_DRIFT:
         return "outputs"
@@ -40,7 +40,7 @@ def _kind(check: Check) -> str:
         return "accuracy"
     if metric == ACCEPTANCE:
         return "acceptance"
-    if outcome == "BLOCK":
+    if outcome is Outcome.BLOCK:
         return "latency"
     return "baseline" if check.category == REGRESSION else "other"
 
