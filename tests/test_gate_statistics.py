@@ -284,6 +284,7 @@ def test_the_shared_plain_arm_runs_in_the_first_round_only_beside_a_reference(
     measurement = measure_plan(engine, plan, PROMPTS[:prompts], policy, hardware="cpu", probes=1)
     assert measurement.rounds_by_arm == {"ar": ar_rounds, "spec": 2, "ref-spec": 2}
     assert len(measurement.runs["ar"]) == ar_rounds * prompts and len(measurement.runs["spec"]) == 2 * prompts
+    assert any(note.startswith("ar: read by the speedups alone") for note in measurement.notes) == (ar_rounds == 1)
     speedup = measure_speedup(measurement.runs["ar"], measurement.runs["spec"])
     assert speedup is not None and speedup.n_units == ar_rounds * prompts and speedup.value > 1.15
     lossless = compare_outputs(measurement, "spec", "ar")  # every round's outputs, beside the plain arm's

@@ -63,6 +63,10 @@ LOCKSTEP = (
     "arms in lockstep: each unit's arms ran at once, taking turns at every decoding step, each timed on its own "
     "turns (gate.interleave: step)"
 )
+FIRST_ROUND_ONLY = (
+    "{arm}: read by the speedups alone, measured in the first round only (the comparisons beside the reference do "
+    "not read it)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +281,10 @@ def measure_plan(
             rounds_by_arm=dict(rounds_by_arm),
             looks=tuple(looks),
             instances=engine.instance_notes() if isinstance(engine, RenewsInstances) else (),
-            notes=(LOCKSTEP,) if len(plan.names) > 1 and lockstep(engine, policy) and not _load_mode(load) else (),
+            notes=(
+                *((LOCKSTEP,) if len(plan.names) > 1 and lockstep(engine, policy) and not _load_mode(load) else ()),
+                *(FIRST_ROUND_ONLY.format(arm=a) for a in first_only if rounds_by_arm[a] < rounds),
+            ),
         )
 
     last = max(policy.repetitions, policy.max_repetitions if stop is not None else 0)
