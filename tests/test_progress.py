@@ -105,3 +105,30 @@ def test_an_accuracy_probe_measures_a_reference_of_the_same_configuration_once()
     assert same_answers(other, plan) == {}
     longer = Arm("spec", "spec", "fake", False, "model", Speculation("prompt_lookup", 6), "float32")
     assert same_answers(engine, dataclasses.replace(plan, arms=(plan.arms[0], longer, plan.arms[2]))) == {}
+
+
+def test_the_time_left_counts_the_arms_later_rounds_run() -> None:
+    """Beside a reference, plain decoding runs in the first round only: the estimate counts arm-requests (3 per unit
+    in round 1, 2 in round 2), not units, so it does not promise round 1's pace for round 2."""
+    plan = _plan()
+    policy = GatePolicy(repetitions=2, max_repetitions=2, warmup=0, ttft_probes=0)
+    engine = FakeEngine(FakeBehaviour(), seed=3)
+    engine.load(plan.arms, None)  # type: ignore[arg-type]
+    heard: list[tuple[int, int, tuple[int, int] | None]] = []
+
+    class Heard(ProgressLines):
+        def unit_done(self, plan, round_index, done, planned, work=None):  # type: ignore[no-untyped-def]
+            heard.append((done, planned, work))
+
+    measure_plan(engine, plan, PROMPTS, policy, hardware="cpu", progress=Heard(lambda t, f: None, live=False))
+    n = len(PROMPTS)
+    assert heard[0] == (1, 2 * n, (3, 3 * n + 2 * n))
+    assert heard[n] == (n + 1, 2 * n, (3 * n + 2, 3 * n + 2 * n))
+    assert heard[-1] == (2 * n, 2 * n, (5 * n, 5 * n))
+    now = [0.0]
+    lines: list[str] = []
+    progress = ProgressLines(lambda text, final: lines.append(text), live=False, every_s=0.0, clock=lambda: now[0])
+    progress.started(plan, n, 2)
+    now[0] = 3.0  # one unit of three arm-requests, a second each
+    progress.unit_done(plan, 0, 1, 2 * n, (3, 5 * n))
+    assert lines[-1].endswith(f"1/{2 * n} units, 0m03s elapsed, about 0m{5 * n - 3:02d}s left")

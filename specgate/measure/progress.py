@@ -4,7 +4,9 @@
 on a terminal (`live=True`) one line rewritten in place after every unit; elsewhere (a CI log) a line when the
 measurement starts, at every look, when it ends, and in between at most every `every_s` seconds (at least one line
 a minute by default). Each line names the pair × workload, the round, the units done of those planned, the elapsed
-time and an estimate of the time left; a look says what each comparison decided so far and what is measured next.
+time and an estimate of the time left (from the time per arm-request so far, as later rounds may run fewer arms:
+plain decoding in the first only, the arms of undecided comparisons after a look); a look says what each comparison
+decided so far and what is measured next.
 """
 
 from __future__ import annotations
@@ -45,13 +47,16 @@ class ProgressLines:
             True,
         )
 
-    def unit_done(self, plan: MeasurementPlan, round_index: int, done: int, planned: int) -> None:
+    def unit_done(
+        self, plan: MeasurementPlan, round_index: int, done: int, planned: int, work: tuple[int, int] | None = None
+    ) -> None:
         now = self._clock()
         if not self._live and now - self._last < self._every and done < planned:
             return
         self._last = now
         elapsed = now - self._start
-        left = elapsed / done * (planned - done) if done else 0.0
+        work_done, work_planned = work if work is not None else (done, planned)  # later rounds may run fewer arms
+        left = elapsed / work_done * (work_planned - work_done) if work_done else 0.0
         prompt = (done - 1) % self._prompts + 1
         self._write(
             f"specgate: {plan.pair} / {plan.workload}: round {round_index + 1}, prompt {prompt}/{self._prompts}; "

@@ -138,7 +138,12 @@ class Progress(Protocol):
 
     def started(self, plan: MeasurementPlan, units: int, rounds: int) -> None: ...
 
-    def unit_done(self, plan: MeasurementPlan, round_index: int, done: int, planned: int) -> None: ...
+    def unit_done(
+        self, plan: MeasurementPlan, round_index: int, done: int, planned: int, work: tuple[int, int] | None = None
+    ) -> None:
+        """A unit (a prompt in every active arm; a whole round for engines that run whole arms) is done: `done` of
+        `planned` so far; `work` counts arm-requests (done, planned), as the units of later rounds may run fewer
+        arms."""
 
     def looked(self, plan: MeasurementPlan, round_index: int, next_rounds: Next) -> None: ...
 
@@ -156,6 +161,7 @@ class _Runs:
     runs: dict[str, list[ArmRun]]
     probes: dict[str, list[ArmRun]]
     warmed: set[str] = field(default_factory=set)
+    work: int = 0  # arm-requests of the units done, for the progress estimate
 
     def warm(self, arm: str) -> None:
         """Just before the arm's first measured call: warm-up requests (engines that switch arms start once)."""
@@ -298,7 +304,8 @@ def measure_plan(
     while rounds < planned:
         if rounds in renew_at and isinstance(engine, RenewsInstances):
             engine.renew(active)
-        _round(state, active, rounds, probes, progress, planned)
+        later = len([a for a in active if not (rounds == 0 and a in first_only)])
+        _round(state, active, rounds, probes, progress, (planned, later))
         for arm in active:
             rounds_by_arm[arm] += 1
         rounds += 1
@@ -326,14 +333,29 @@ def _next(answer: Next | bool) -> Next:
 
 
 def _round(
-    state: _Runs, arms: Sequence[str], repetition: int, probes: int, progress: Progress | None, planned: int
+    state: _Runs,
+    arms: Sequence[str],
+    repetition: int,
+    probes: int,
+    progress: Progress | None,
+    planned: tuple[int, int],
 ) -> None:
+    """One round of the active `arms`; `planned` is (the rounds planned, the arms of each round after this one)."""
     plan, prompts, policy = state.plan, state.prompts, state.policy
+
+    def done(units: int, count: int) -> None:
+        """`count` more units done, `units` of the workload's so far."""
+        state.work += count * len(arms)
+        if progress is not None:
+            left = (repetition + 1) * len(prompts) - units
+            later = (planned[0] - repetition - 1) * len(prompts) * planned[1]
+            work = (state.work, state.work + left * len(arms) + later)
+            progress.unit_done(plan, repetition, units, len(prompts) * planned[0], work)
+
     if not state.engine.per_request or _load_mode(state.load):
         for arm in plan.order(repetition, 0, arms):
             state.runs[arm].append(state.call(list(prompts), arm, repetition))
-        if progress is not None:
-            progress.unit_done(plan, repetition, len(prompts), len(prompts) * planned)
+        done((repetition + 1) * len(prompts), len(prompts))
         return
     budget = math.floor(policy.remeasure * len(prompts))
     for index, prompt in enumerate(prompts):
@@ -347,8 +369,7 @@ def _round(
         for turn in range(probes if len(probed) > 1 else 0):
             for arm in plan.order(repetition, index + turn + 1, probed):
                 state.probes[arm].append(state.call([probe], arm, repetition))
-        if progress is not None:
-            progress.unit_done(plan, repetition, repetition * len(prompts) + index + 1, len(prompts) * planned)
+        done(repetition * len(prompts) + index + 1, 1)
 
 
 def _load_mode(load: LoadShape | None) -> bool:
