@@ -11,7 +11,6 @@ torch (and torch_npu) are imported inside the methods that need them, so importi
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import resource
@@ -22,7 +21,7 @@ from types import ModuleType
 from typing import Protocol, runtime_checkable
 
 from specgate.errors import ConfigError, EngineUnavailableError
-from specgate.registry import BACKENDS
+from specgate.registry import BACKENDS, backend_spec
 
 __all__ = ["BACKENDS", "CpuBackend", "CudaBackend", "HardwareBackend", "NpuBackend", "get_backend"]
 
@@ -309,10 +308,7 @@ def get_backend(backend: str, device: str, *, profile: str | None = None) -> Har
     Raises `ConfigError` for an unknown backend or a device string that does not belong to it. Does not check
     that the runtime is installed: call `check_available()` for that.
     """
-    if backend not in _CLASSES:
-        close = difflib.get_close_matches(backend, BACKENDS, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"backend {backend!r} is not known.{hint} Known: {', '.join(BACKENDS)}")
+    backend_spec(backend)  # a ConfigError naming the known backends
     if not _DEVICE_PATTERN[backend].fullmatch(device):
         example = "cpu" if backend == "cpu" else f"{backend}:0"
         raise ConfigError(

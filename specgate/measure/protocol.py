@@ -304,13 +304,12 @@ def measure_plan(
     while rounds < planned:
         if rounds in renew_at and isinstance(engine, RenewsInstances):
             engine.renew(active)
-        later = len([a for a in active if not (rounds == 0 and a in first_only)])
-        _round(state, active, rounds, probes, progress, (planned, later))
+        after = tuple(a for a in active if a not in first_only) if rounds == 0 else active
+        _round(state, active, rounds, probes, progress, (planned, len(after)))
         for arm in active:
             rounds_by_arm[arm] += 1
         rounds += 1
-        if rounds == 1:
-            active = tuple(a for a in active if a not in first_only)
+        active = after
         if rounds < planned or stop is None or rounds >= last or len(looks) + 1 >= max(1, policy.looks):
             continue
         next_rounds = _next(stop(snapshot(rounds)))
