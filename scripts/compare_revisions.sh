@@ -7,7 +7,8 @@
 #
 # VERDICT.json: `specgate report` rebuilds summary.md, metrics.prom, benchmark.json (machine info aside) and the
 # terminal summary from it. RECORD.json: reference-mode run records (reports/runs/…), judged beside the reference by
-# scripts/replay_records.py. Exit status 1 when anything differs.
+# scripts/replay_records.py. With DIFF="BASELINE=RUN …" in the environment, each `specgate baseline diff BASELINE RUN`
+# (the checks against the stored baseline) is compared too. Exit status 1 when anything differs.
 set -euo pipefail
 old_rev=${1:?usage: compare_revisions.sh OLD_REV [VERDICT.json …] [-- RECORD.json …]}
 shift
@@ -47,4 +48,14 @@ if ((${#records[@]})); then
     echo "same  replay_records.py on ${#records[@]} record(s): $(wc -l < "$work/replay-new.txt") lines"
   else echo "DIFF  replay_records.py"; diff "$work/replay-old.txt" "$work/replay-new.txt" | head -10; differs=1; fi
 fi
+for pair in ${DIFF:-}; do
+  baseline=$(realpath "${pair%%=*}") record=$(realpath "${pair#*=}")
+  for side in old new; do
+    src=$([[ $side == old ]] && echo "$work/old" || echo "$here")
+    (cd "$src" && PYTHONPATH=$src "$py" -c "$cli" baseline diff "$baseline" "$record" > "$work/diff-$side.txt" || true)
+  done
+  if cmp -s "$work/diff-old.txt" "$work/diff-new.txt"; then
+    echo "same  baseline diff $pair: $(wc -l < "$work/diff-new.txt") lines"
+  else echo "DIFF  baseline diff $pair"; diff "$work/diff-old.txt" "$work/diff-new.txt" | head -10; differs=1; fi
+done
 exit $differs

@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from specgate.checks import reference_key
 from specgate.checks.beside import beside
 from specgate.checks.levels import family_size, looks_of
 from specgate.checks.regression import Levels
@@ -95,7 +96,7 @@ def trial(scenario: Scenario, seed: int) -> tuple[list[str], int]:
     record = RunRecord("cpu", "fake", "w", arms, probes=probes)
     subject = Subject(shape, record, None, "", sla, len(PROMPTS), measurement.rounds)
     results = beside(subject, policy, Levels(policy.alpha, looks_of(policy, True), family), "")
-    outcomes = [getattr(results.get(f"reference:{m}"), "details", {}).get("outcome", "ERROR") for m in LATENCY]
+    outcomes = [getattr(results.get(reference_key(m)), "details", {}).get("outcome", "ERROR") for m in LATENCY]
     return outcomes, measurement.rounds
 
 

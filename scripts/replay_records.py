@@ -92,7 +92,8 @@ def after(record: RunRecord, policy: GatePolicy, family: int) -> dict[str, str]:
     subject = Subject(plan, record, None, "", SlaLimits(), len(record.prompts), 0)
     levels = Levels(policy.alpha, min(policy.looks, policy.max_repetitions - policy.repetitions + 1), family)
     found = {}
-    for name, check in beside_latency(subject, policy, levels).items():
+    for key, check in beside_latency(subject, policy, levels).items():
+        name = key.name
         if isinstance(check, Exception):
             found[name] = f"cannot be compared: {check}"
             continue

@@ -20,6 +20,7 @@ from specgate.engines.base import (
     ScoresPerplexity,
 )
 from specgate.evaluation import Evaluation, evaluate
+from specgate.hardware.backends import HardwareBackend, get_backend
 from specgate.measure.monitor import ArmMonitor
 from specgate.measure.perplexity import measure_perplexity
 from specgate.measure.pool import extend_over_pool
@@ -37,9 +38,14 @@ def policy_of(policy: GatePolicy, workload: WorkloadConfig) -> GatePolicy:
 
 
 def planner(
-    plan: MeasurementPlan, workload: WorkloadConfig, hardware: str, sla: SlaLimits, policy: GatePolicy, family: int,
+    plan: MeasurementPlan,
+    workload: WorkloadConfig,
+    hardware: str,
+    sla: SlaLimits,
+    policy: GatePolicy,
+    family: int,
     prompts: int,
-) -> Planner | None:  # fmt: skip
+) -> Planner | None:
     """In reference mode, the rounds after the first ones, sized while a latency comparison beside the reference is
     UNKNOWN (`specgate.checks.sequential.stop_rule`); None where no more rounds can be added."""
     if not plan.beside or not workload.gate_speed or policy.max_repetitions <= policy.repetitions:
@@ -57,24 +63,32 @@ def measure_workload(
     family: int,
     recorder: Callable[[RunObserver], RunObserver],
     progress: Progress | None = None,
+    backend: HardwareBackend | None = None,
 ) -> Evaluation:
     """Measure and evaluate one pair × workload (see the module docstring). `family` is the number of groups of
     latency comparisons of the run (their levels); `recorder` wraps the memory and telemetry monitor in the run's
-    fault recorder."""
-    from specgate.hardware.backends import get_backend
+    fault recorder; `backend` is the profile's hardware backend (resolved here when None)."""
 
     policy = policy_of(run_policy, workload)
     prompts = load_workload(workload)
     twins = {} if workload.gate_speed else same_answers(engine, plan)
     measured = plan.without(tuple(twins)) if twins else plan
     stop = planner(measured, workload, hardware.name, sla, policy, family, len(prompts))
-    monitor = ArmMonitor(hardware, get_backend(hardware.backend, hardware.device))
+    monitor = ArmMonitor(hardware, backend or get_backend(hardware.backend, hardware.device))
     try:
         probes = policy.ttft_probes if plan.beside and workload.gate_speed else 0
         measurement = measure_plan(
-            engine, measured, prompts, policy, hardware=hardware.name, stop=stop, probes=probes,
-            observer=recorder(monitor), load=LoadShape.of(workload), progress=progress,
-        )  # fmt: skip
+            engine,
+            measured,
+            prompts,
+            policy,
+            hardware=hardware.name,
+            stop=stop,
+            probes=probes,
+            observer=recorder(monitor),
+            load=LoadShape.of(workload),
+            progress=progress,
+        )
         measurement = extend_acceptance(engine, measurement, workload, sla, policy, monitor)
     finally:
         observation = monitor.finish()

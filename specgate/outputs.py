@@ -21,13 +21,21 @@ from specgate.reports.document import VerdictDocument
 FIX_DISK = "free disk space or make the folder writable, then run the gate again"
 
 
+class Stopped(Protocol):
+    """Whether the session was interrupted (`specgate.run.GateItems`)."""
+
+    interrupted: bool
+
+
 class FinishedRun(Protocol):
     """What the writing reads of a `specgate.run.GateRun`."""
 
     out_dir: Path
     errors: list[str]
     faults: FaultLog
-    interrupted: bool
+
+    @property
+    def items(self) -> Stopped: ...
 
     def evaluations(self) -> list[Evaluation]: ...
 
@@ -44,7 +52,10 @@ def write_outputs(run: FinishedRun, hardware: str) -> VerdictDocument:
     measured = [e.where for e in run.evaluations()]
     steps: Sequence[tuple[str, Callable[[], object]]] = (
         ("run records", run.write_runs),
-        ("errors.log and partial runs", lambda: run.faults.write(run.out_dir, hardware, measured, run.interrupted)),
+        (
+            "errors.log and partial runs",
+            lambda: run.faults.write(run.out_dir, hardware, measured, run.items.interrupted),
+        ),
         ("baselines", run.write_baselines),
     )
     for what, step in steps:

@@ -201,7 +201,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return
-    run.asked = any(item.get_closest_marker(CHECK_MARKER) for item in items)
+    run.items.asked = any(item.get_closest_marker(CHECK_MARKER) for item in items)
     kept: list[pytest.Item] = []
     deselected: list[pytest.Item] = []
     for item in items:
@@ -230,9 +230,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     from specgate.pytest_plugins.items import missing_checks
 
-    run.gate_items = sum(1 for item in session.items if item.get_closest_marker("gate"))
-    if run.asked and not _informational(session.config):
-        run.not_run = missing_checks(run, run.pairs, run.workloads, session.items)
+    run.items.expected = sum(1 for item in session.items if item.get_closest_marker("gate"))
+    if run.items.asked and not _informational(session.config):
+        run.items.not_run = missing_checks(run, run.pairs, run.workloads, session.items)
 
 
 def _applies(item: pytest.Item, run: GateRun) -> bool:
@@ -265,13 +265,13 @@ def pytest_runtest_makereport(
         return report
     if call.excinfo is not None:
         if call.excinfo.errisinstance(KeyboardInterrupt):
-            run.interrupted = True
+            run.items.interrupted = True
         elif report.skipped:
             run.errors.append(f"{item.nodeid}: check skipped ({call.excinfo.value}); a skipped check is not a pass")
         elif not call.excinfo.errisinstance(pytest.fail.Exception):
             _report_fault(item, run, report, call.excinfo.value)
     if call.when == "call" or (call.excinfo is not None and call.when == "setup"):
-        run.finished_items += 1
+        run.items.finished += 1
     return report
 
 
@@ -315,10 +315,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if REFUSED_KEY in session.config.stash:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
     run = session.config.stash.get(RUN_KEY, None)
-    if run is None or _informational(session.config) or not (run.gate_items or run.asked):
+    if run is None or _informational(session.config) or not run.items.gated:
         return
     if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail:
-        run.interrupted = run.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
+        run.items.interrupted = run.items.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
     verdict = run.finish()
     if not verdict.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         # "no tests collected" (5) is often let through by CI scripts: a blocked release must fail

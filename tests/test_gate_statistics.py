@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from specgate.checks import Check
+from specgate.checks import Check, reference_key
 from specgate.checks.acceptance import acceptance_check
 from specgate.checks.judgement import beside
 from specgate.checks.levels import family_size, looks_of
@@ -75,7 +75,7 @@ def judge_reference(
     record = RunRecord("cpu", "fake", "w", arms, probes={a: probe_samples(r) for a, r in measurement.probes.items()})
     subject = Subject(plan, record, None, "", SLA, len(prompts), measurement.rounds)
     levels = Levels(policy.alpha, looks_of(policy, True), size)
-    results: dict[str, object] = dict(beside(subject, policy, levels, ""))
+    results: dict[str, object] = {key.name: check for key, check in beside(subject, policy, levels, "").items()}
     results["rounds"] = measurement.rounds
     return results
 
@@ -196,7 +196,7 @@ def new_draft(after_acceptance: float, trial: int, pool: int = SHIPPED_POOL) -> 
     arms = {arm: arm_samples(runs) for arm, runs in measurement.runs.items()}
     record = RunRecord("cpu", "fake", "w", arms, pool={a: arm_samples(r) for a, r in measurement.pool.items()})
     subject = Subject(plan, record, None, "", SLA, len(timed), measurement.rounds, steps, " (pool hint)")
-    check = beside(subject, policy, Levels(policy.alpha), "")["reference:acceptance_rate"]
+    check = beside(subject, policy, Levels(policy.alpha), "")[reference_key("acceptance_rate")]
     assert isinstance(check, Check)
     return check, len(timed) + len(measurement.pool_prompts)
 

@@ -446,7 +446,7 @@ def test_a_baseline_recorded_without_a_step_blocks_it_with_how_to_record_it(
 
 
 def test_a_step_whose_perplexity_rose_over_its_stored_self_blocks_and_so_does_a_missing_or_broken_baseline() -> None:
-    from specgate.checks.ladder_baseline import ladder_vs_baseline
+    from specgate.checks.ladder_baseline import ladder_key, ladder_vs_baseline
     from specgate.checks.subject import Subject
     from specgate.config import SlaLimits
     from specgate.errors import BaselineError
@@ -470,7 +470,7 @@ def test_a_step_whose_perplexity_rose_over_its_stored_self_blocks_and_so_does_a_
 
     def judged(baseline: Baseline | Exception | None, update: bool = False) -> Check:
         subject = Subject(plan_of(now), now, baseline, "b.json", SlaLimits(), 4, 1)
-        return ladder_vs_baseline(subject, update=update, hardware="cpu")["regression:ladder:kv"]
+        return ladder_vs_baseline(subject, update=update, hardware="cpu")[ladder_key("kv")]
 
     rose = judged(stored)
     assert not rose.passed and rose.details["outcome"] == "BLOCK" and rose.observed == pytest.approx(0.8)

@@ -17,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SLA = "sla"
 REGRESSION = "regression"
@@ -71,6 +74,14 @@ class Check:
         return None if stated is None else Outcome(stated)
 
     @property
+    def compared(self) -> RegressionKey | None:
+        """What a regression check compared (`reference:<statistic>` or `regression:<statistic>`); None for the
+        other checks."""
+        prefix, _, statistic = self.name.partition(":")
+        against = next((a for a in Against if a.value == prefix), None)
+        return None if against is None or not statistic else RegressionKey(against, statistic)
+
+    @property
     def key(self) -> str:
         """pair/workload/name, with the arm when the name does not say it (checks of the released arm `spec` do not;
         `regression:ladder:<arm>` does)."""
@@ -78,6 +89,54 @@ class Check:
         return f"{self.pair}/{self.workload}/{self.name if implied else f'{self.name}[{self.arm}]'}"
 
 
-def check(name: str, where: tuple[str, str], category: str, passed: bool, message: str, **kwargs: object) -> Check:
+class Against(str, Enum):
+    """What a regression check compares this run with: the released configuration measured beside it, or this
+    machine's stored baseline history. The value is the prefix of the check's name."""
+
+    REFERENCE = "reference"
+    BASELINE = "regression"
+
+
+@dataclass(frozen=True, slots=True)
+class RegressionKey:
+    """One regression check of a pair × workload: what it compares against, and the statistic it compares (a metric
+    key such as `tpot_ms` or `acceptance_rate@spec`, `output_drift`, `task_accuracy`, `environment`,
+    `ladder:<arm>`)."""
+
+    against: Against
+    statistic: str
+
+    @property
+    def name(self) -> str:
+        """The check's name in the verdict: `reference:<statistic>` or `regression:<statistic>`."""
+        return f"{self.against.value}:{self.statistic}"
+
+
+def reference_key(statistic: str) -> RegressionKey:
+    """The key of a comparison with the reference measured beside the candidate."""
+    return RegressionKey(Against.REFERENCE, statistic)
+
+
+def baseline_key(statistic: str) -> RegressionKey:
+    """The key of a comparison with this machine's stored baseline."""
+    return RegressionKey(Against.BASELINE, statistic)
+
+
+class Evidence(TypedDict, total=False):
+    """The numbers a `Check` may carry beside its decision (see `Check`)."""
+
+    observed: float | None
+    limit: float | None
+    unit: str
+    n: int | None
+    ci: tuple[float, float] | None
+    baseline: float | None
+    details: Mapping[str, Any]
+    arm: str | None
+
+
+def check(
+    name: str, where: tuple[str, str], category: str, passed: bool, message: str, **evidence: Unpack[Evidence]
+) -> Check:
     """A `Check` of the pair × workload `where`."""
-    return Check(name, where[0], where[1], category, passed, message, **kwargs)  # type: ignore[arg-type]
+    return Check(name, where[0], where[1], category, passed, message, **evidence)

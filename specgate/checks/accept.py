@@ -14,35 +14,36 @@ import dataclasses
 import getpass
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from specgate.checks import Check
+from specgate.checks import Against, Check, RegressionKey
+from specgate.checks.subject import Judged
 from specgate.store.records import Override
 
 ACCEPTABLE = ("output_drift", "task_accuracy", "acceptance_rate")
 
 
-def _accepted_name(check: str, accept: Sequence[str]) -> bool:
-    return check.startswith("regression:") and check.rpartition(".")[2].split(":")[-1] in accept
+def _accepted(key: RegressionKey, result: Check | Exception, accept: Sequence[str], reason: str) -> Check | Exception:
+    """`result`, passed as ACCEPTED when it is a failed comparison with the stored baseline named in `accept`."""
+    named = key.against is Against.BASELINE and key.statistic.rpartition(".")[2].split(":")[-1] in accept
+    if not named or not isinstance(result, Check) or result.passed:
+        return result
+    return dataclasses.replace(
+        result,
+        passed=True,
+        message=f"ACCEPTED ({reason}): {result.message}",
+        details={**result.details, "accepted": reason, "accepted_message": result.message},
+    )
 
 
-def accept_overrides(
-    results: Mapping[tuple[str, str, str], Check | Exception], accept: Sequence[str], reason: str
-) -> dict[tuple[str, str, str], Check | Exception]:
+def accept_overrides(judged: Judged, accept: Sequence[str], reason: str) -> Judged:
     """The regression results with the failed comparisons named in `accept` passed as ACCEPTED (update runs)."""
-    if not accept:
-        return dict(results)
-    found: dict[tuple[str, str, str], Check | Exception] = {}
-    for key, result in results.items():
-        if isinstance(result, Check) and not result.passed and _accepted_name(result.name, accept):
-            result = dataclasses.replace(
-                result,
-                passed=True,
-                message=f"ACCEPTED ({reason}): {result.message}",
-                details={**result.details, "accepted": reason, "accepted_message": result.message},
-            )
-        found[key] = result
-    return found
+    return {
+        where: results
+        if isinstance(results, Exception)
+        else {key: _accepted(key, result, accept, reason) for key, result in results.items()}
+        for where, results in judged.items()
+    }
 
 
 def _who() -> str:

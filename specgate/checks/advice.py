@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check, Outcome
+from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Against, Check, Outcome
 from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
 
 
 def _kind(check: Check) -> str:
     outcome = check.outcome
-    metric = split_key(check.name.split(":", 1)[-1])[1]
+    compared = check.compared
+    metric = split_key(check.name if compared is None else compared.statistic)[1]
     if check.category == INFRASTRUCTURE:
         return "infrastructure"
     if check.details.get("ladder") and outcome is not None:  # a step against its stored self
@@ -45,17 +46,24 @@ def _kind(check: Check) -> str:
     return "baseline" if check.category == REGRESSION else "other"
 
 
+def _beside(check: Check) -> bool:
+    """Whether the check compared the candidate with the reference measured beside it."""
+    return check.compared is not None and check.compared.against is Against.REFERENCE
+
+
+def _statistic(check: Check) -> str:
+    return check.name if check.compared is None else check.compared.statistic
+
+
 def _where(check: Check) -> str:
     return f"{check.pair}/{check.workload}"
 
 
 def _latency(checks: list[Check], hardware: str) -> str:
     worst = max(checks, key=lambda c: float(c.details.get("relative_change", 0.0)))
-    metrics = ", ".join(
-        f"{c.name.split(':', 1)[1]} {float(c.details.get('relative_change', 0.0)):+.1%}" for c in checks
-    )
+    metrics = ", ".join(f"{_statistic(c)} {float(c.details.get('relative_change', 0.0)):+.1%}" for c in checks)
     tolerance = worst.limit or 0.0
-    if worst.name.startswith("reference:"):
+    if _beside(worst):
         how = (
             f"measured beside {worst.details.get('against', 'the reference')} in the same run, so the change itself "
             "is slower: do not release it; find the cause (engine version, model files, speculation settings) and "
@@ -76,7 +84,7 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
     if kind == "latency":
         return _latency(checks, hardware)
     if kind == "undecided":
-        beside = all(c.name.startswith("reference:") for c in checks)
+        beside = all(_beside(c) for c in checks)
         more = (
             "raise gate.max_repetitions or run on a quieter machine"
             if beside

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from specgate.checks import Against, reference_key
 from specgate.checks.acceptance import acceptance_check, shared_positions
 from specgate.checks.interference import busy
 from specgate.checks.levels import acceptance_levels
@@ -109,7 +110,7 @@ def beside_latency(
 
     record = subject.record
     return metric_checks(
-        "reference",
+        Against.REFERENCE,
         (plan.pair, plan.workload),
         tuple(k for k in latency_keys(plan, beside=True) if tails or not k.endswith(P99_TTFT.name)),
         plan.released,
@@ -144,9 +145,9 @@ def beside(subject: Subject, policy: GatePolicy, levels: Levels, budget: str) ->
     results = beside_latency(subject, policy, levels, budget)
     for arm, ref_arm in plan.beside:
         if plan.arm(arm).speculative:
-            name = f"reference:{metric_key(ACCEPTANCE, arm, plan.released)}"
-            results[name] = acceptance_check(
-                name,
+            key = reference_key(metric_key(ACCEPTANCE, arm, plan.released))
+            results[key] = acceptance_check(
+                key.name,
                 where,
                 record.acceptance_view(ref_arm),
                 record.acceptance_view(arm),
@@ -161,8 +162,8 @@ def beside(subject: Subject, policy: GatePolicy, levels: Levels, budget: str) ->
     reference = dict(plan.beside).get(released)
     if reference is not None:
         same = dict(record.models.get(released, {})) == dict(record.models.get(reference, {}))
-        results[f"reference:{OUTPUT_DRIFT}"] = output_drift_check(
-            f"reference:{OUTPUT_DRIFT}",
+        results[reference_key(OUTPUT_DRIFT)] = output_drift_check(
+            reference_key(OUTPUT_DRIFT).name,
             where,
             record.arms[reference],
             record.arms[released],
@@ -172,8 +173,8 @@ def beside(subject: Subject, policy: GatePolicy, levels: Levels, budget: str) ->
             arm=released,
         )
         if record.accuracy:
-            results[f"reference:{TASK_ACCURACY}"] = accuracy_check(
-                f"reference:{TASK_ACCURACY}",
+            results[reference_key(TASK_ACCURACY)] = accuracy_check(
+                reference_key(TASK_ACCURACY).name,
                 where,
                 record.accuracy.get(reference),
                 record.accuracy.get(released),

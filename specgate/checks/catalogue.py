@@ -20,7 +20,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from specgate.accuracy import SCORED_TASKS
-from specgate.checks import Check, drift, ladder, long_context, resources, sla
+from specgate.checks import (
+    Check,
+    RegressionKey,
+    baseline_key,
+    drift,
+    ladder,
+    long_context,
+    reference_key,
+    resources,
+    sla,
+)
+from specgate.checks.environment import ENVIRONMENT
+from specgate.checks.ladder_baseline import ladder_key
 from specgate.checks.regression import latency_keys, stored_keys
 from specgate.comparison import OUTPUT_DRIFT, TASK_ACCURACY
 from specgate.ladder import meant_lossless
@@ -51,7 +63,7 @@ class Context(Protocol):
 
     def evaluation(self, pair: str, workload: str) -> Evaluation: ...
 
-    def regression_check(self, pair: str, workload: str, metric: str) -> Check: ...
+    def regression_check(self, pair: str, workload: str, key: RegressionKey) -> Check: ...
 
     def sampled(self, pair: str, workload: str, arm: str) -> DistributionTest: ...
 
@@ -121,7 +133,7 @@ def scores(workload: WorkloadConfig) -> bool:
     return workload.task in ANSWERED_TASKS or workload.perplexity
 
 
-def _arm(target: Target) -> str:
+def _param(target: Target) -> str:
     assert target.param is not None
     return target.param
 
@@ -138,41 +150,41 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "p99_ttft",
         "sla",
         "arm",
-        lambda run, target: sla.p99_ttft(_eval(run, target), _arm(target), run.sla(target.pair)),
+        lambda run, target: sla.p99_ttft(_eval(run, target), _param(target), run.sla(target.pair)),
         speed=True,
     ),
     CheckSpec(
         "decode_rate",
         "sla",
         "arm",
-        lambda run, target: sla.decode_rate(_eval(run, target), _arm(target), run.sla(target.pair)),
+        lambda run, target: sla.decode_rate(_eval(run, target), _param(target), run.sla(target.pair)),
         speed=True,
     ),
     CheckSpec(
         "speedup",
         "sla",
         "arm",
-        lambda run, target: sla.speedup(_eval(run, target), _arm(target), run.sla(target.pair)),
+        lambda run, target: sla.speedup(_eval(run, target), _param(target), run.sla(target.pair)),
         speed=True,
     ),
     CheckSpec(
         "acceptance_rate",
         "sla",
         "arm",
-        lambda run, target: sla.acceptance_rate(_eval(run, target), _arm(target), run.sla(target.pair)),
+        lambda run, target: sla.acceptance_rate(_eval(run, target), _param(target), run.sla(target.pair)),
         speed=True,
     ),
     CheckSpec(
         "greedy_identity",
         "drift",
         "arm",
-        lambda run, target: drift.greedy_identity(_eval(run, target), _arm(target), run.sla(target.pair)),
+        lambda run, target: drift.greedy_identity(_eval(run, target), _param(target), run.sla(target.pair)),
     ),
     CheckSpec(
         "task_accuracy",
         "drift",
         "arm",
-        lambda run, target: drift.task_accuracy(_eval(run, target), _arm(target), run.sla(target.pair)),
+        lambda run, target: drift.task_accuracy(_eval(run, target), _param(target), run.sla(target.pair)),
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
@@ -180,7 +192,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "drift",
         "arm",
         lambda run, target: drift.content_flags(
-            _eval(run, target), _arm(target), run.sla(target.pair), run.workload(target.workload).content
+            _eval(run, target), _param(target), run.sla(target.pair), run.workload(target.workload).content
         ),
         needs="content",
     ),
@@ -189,7 +201,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "drift",
         "arm",
         lambda run, target: drift.sampled_distribution(
-            (target.pair, target.workload), _arm(target), run.sampled(target.pair, target.workload, _arm(target))
+            (target.pair, target.workload), _param(target), run.sampled(target.pair, target.workload, _param(target))
         ),
         needs="sampling",
     ),
@@ -197,21 +209,21 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "ladder_accuracy",
         "ladder",
         "step",
-        lambda run, target: ladder.ladder_accuracy(_eval(run, target), _arm(target)),
+        lambda run, target: ladder.ladder_accuracy(_eval(run, target), _param(target)),
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
         "ladder_perplexity",
         "ladder",
         "step",
-        lambda run, target: ladder.ladder_perplexity(_eval(run, target), _arm(target)),
+        lambda run, target: ladder.ladder_perplexity(_eval(run, target), _param(target)),
         needs="perplexity",
     ),
     CheckSpec(
         "ladder_agreement",
         "ladder",
         "step",
-        lambda run, target: ladder.ladder_agreement(_eval(run, target), _arm(target), run.sla(target.pair)),
+        lambda run, target: ladder.ladder_agreement(_eval(run, target), _param(target), run.sla(target.pair)),
         needs="lossless",
     ),
     CheckSpec(
@@ -219,7 +231,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "ladder",
         "step",
         lambda run, target: ladder.ladder_scored(
-            where_of(target), _arm(target), [w for w in run.workloads if scores(run.workload(w))]
+            where_of(target), _param(target), [w for w in run.workloads if scores(run.workload(w))]
         ),
         needs="unscored",
     ),
@@ -227,7 +239,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "not_slower_than_reference",
         "regression",
         "metric",
-        lambda run, target: run.regression_check(target.pair, target.workload, f"reference:{target.param}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, reference_key(_param(target))),
         speed=True,
         metric_keys=lambda plan: latency_keys(plan, beside=True) if plan.reference else (),
         reference_only=True,
@@ -236,14 +248,14 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "outputs_match_reference",
         "regression",
         "workload",
-        lambda run, target: run.regression_check(target.pair, target.workload, f"reference:{OUTPUT_DRIFT}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, reference_key(OUTPUT_DRIFT)),
         reference_only=True,
     ),
     CheckSpec(
         "task_accuracy_vs_reference",
         "regression",
         "workload",
-        lambda run, target: run.regression_check(target.pair, target.workload, f"reference:{TASK_ACCURACY}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, reference_key(TASK_ACCURACY)),
         tasks=ANSWERED_TASKS,
         reference_only=True,
     ),
@@ -251,7 +263,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "no_regression",
         "regression",
         "metric",
-        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:{target.param}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, baseline_key(_param(target))),
         speed=True,
         metric_keys=stored_keys,
     ),
@@ -259,20 +271,20 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "outputs_match_baseline",
         "regression",
         "workload",
-        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:{OUTPUT_DRIFT}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, baseline_key(OUTPUT_DRIFT)),
     ),
     CheckSpec(
         "task_accuracy_not_lower",
         "regression",
         "workload",
-        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:{TASK_ACCURACY}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, baseline_key(TASK_ACCURACY)),
         tasks=ANSWERED_TASKS,
     ),
     CheckSpec(
         "released_runtime",
         "regression",
         "workload",
-        lambda run, target: run.regression_check(target.pair, target.workload, "regression:environment"),
+        lambda run, target: run.regression_check(target.pair, target.workload, baseline_key(ENVIRONMENT)),
         speed=True,
         reference_only=True,
     ),
@@ -280,7 +292,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "ladder_step_vs_baseline",
         "regression",
         "step",
-        lambda run, target: run.regression_check(target.pair, target.workload, f"regression:ladder:{_arm(target)}"),
+        lambda run, target: run.regression_check(target.pair, target.workload, ladder_key(_param(target))),
         needs="scores",
     ),
     CheckSpec(

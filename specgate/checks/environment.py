@@ -15,7 +15,7 @@ driver, the model files' hashes) with what the newest stored baseline recorded f
 
 from __future__ import annotations
 
-from specgate.checks import REGRESSION, Check
+from specgate.checks import REGRESSION, Check, baseline_key
 from specgate.checks.regression import Levels, latency_check
 from specgate.checks.subject import Subject
 from specgate.comparison import TPOT, TTFT, clock_of, history
@@ -53,7 +53,7 @@ def environment_check(subject: Subject, policy: GatePolicy, levels: Levels) -> C
     """`regression:environment` of a pair × workload in reference mode (see the module docstring)."""
     plan, record, baseline = subject.plan, subject.record, subject.baseline
     assert isinstance(baseline, Baseline)
-    name, where = f"regression:{ENVIRONMENT}", (plan.pair, plan.workload)
+    name, where = baseline_key(ENVIRONMENT).name, (plan.pair, plan.workload)
     reference = dict(plan.beside).get(plan.released)
     stored = baseline.runs[-1]
     if reference is None or reference not in record.arms:
@@ -119,7 +119,7 @@ def _against_history(
             outcomes.append("UNKNOWN")
             continue
         check = latency_check(
-            f"regression:{ENVIRONMENT}",
+            baseline_key(ENVIRONMENT).name,
             (plan.pair, plan.workload),
             metric,
             estimate,
@@ -134,7 +134,7 @@ def _against_history(
     head = {"PASS": "PASS", "BLOCK": "REGRESSED", "UNKNOWN": "BLOCK: UNKNOWN"}[worst]
     message = f"{head}: the runtime changed ({'; '.join(changes)}); " + " | ".join(parts)
     return Check(
-        f"regression:{ENVIRONMENT}",
+        baseline_key(ENVIRONMENT).name,
         plan.pair,
         plan.workload,
         REGRESSION,

@@ -18,7 +18,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check, Outcome
+from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Against, Check, Outcome, baseline_key
 from specgate.checks.acceptance import acceptance_check
 from specgate.checks.beside import _resamples, beside, samples_for
 from specgate.checks.environment import ENVIRONMENT, environment_check
@@ -32,7 +32,7 @@ from specgate.checks.regression import (
     output_drift_check,
     stored_keys,
 )
-from specgate.checks.subject import Results
+from specgate.checks.subject import Judged, Results
 from specgate.checks.subject import Subject as Subject  # re-exported: the gate run builds its subjects from here
 from specgate.comparison import (
     ACCEPTANCE,
@@ -84,7 +84,7 @@ def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy, 
     message = f"{head}: {what} not comparable — {reason} — {fix} [baseline {subject.source}]"
     arm, _ = split_key(key, plan.released)
     return Check(
-        f"regression:{key}",
+        baseline_key(key).name,
         plan.pair,
         plan.workload,
         REGRESSION,
@@ -108,7 +108,7 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
         mine = record.fingerprint
         reason = f"the baseline was recorded with {stacks}; this run uses {mine.engine} ({mine.dtype})" if mine else ""
         results: Results = {
-            f"regression:{k}": not_comparable(subject, k, reason, policy, "outputs and acceptance")
+            baseline_key(k): not_comparable(subject, k, reason, policy, "outputs and acceptance")
             for k in [*acceptance, OUTPUT_DRIFT]
         }
         if plan.reference is None:
@@ -118,8 +118,8 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
     results = {}
     for key in acceptance:
         arm = split_key(key, plan.released)[0]
-        results[f"regression:{key}"] = acceptance_check(
-            f"regression:{key}",
+        results[baseline_key(key)] = acceptance_check(
+            baseline_key(key).name,
             where,
             latest.acceptance_view(arm),
             record.acceptance_view(arm),
@@ -133,8 +133,8 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
         results.update(_baseline_latency(subject, policy, levels, keys, update))
     released = plan.released
     same = dict(latest.models.get(released, {})) == dict(record.models.get(released, {}))
-    results[f"regression:{OUTPUT_DRIFT}"] = output_drift_check(
-        f"regression:{OUTPUT_DRIFT}",
+    results[baseline_key(OUTPUT_DRIFT)] = output_drift_check(
+        baseline_key(OUTPUT_DRIFT).name,
         where,
         latest.arms.get(released),
         record.arms.get(released),
@@ -144,8 +144,8 @@ def against_baseline(subject: Subject, policy: GatePolicy, levels: Levels, *, up
         arm=released,
     )
     if latest.accuracy or record.accuracy:
-        results[f"regression:{TASK_ACCURACY}"] = accuracy_check(
-            f"regression:{TASK_ACCURACY}",
+        results[baseline_key(TASK_ACCURACY)] = accuracy_check(
+            baseline_key(TASK_ACCURACY).name,
             where,
             latest.accuracy.get(released),
             record.accuracy.get(released),
@@ -180,7 +180,7 @@ def _baseline_latency(
     runs = () if fingerprint is None else baseline.for_machine(fingerprint)
     if len(runs) < policy.min_history_runs:
         if update:
-            return {f"regression:{key}": _history_grows(subject, key, len(runs), policy) for key in latency}
+            return {baseline_key(key): _history_grows(subject, key, len(runs), policy) for key in latency}
         reason = (
             _machines_text(baseline, record)
             if not runs
@@ -189,7 +189,7 @@ def _baseline_latency(
                 "between-run spread (runs minutes apart differ by several percent on a shared machine)"
             )
         )
-        return {f"regression:{key}": not_comparable(subject, key, reason, policy) for key in latency}
+        return {baseline_key(key): not_comparable(subject, key, reason, policy) for key in latency}
 
     def estimate(metric: Metric, arm: str) -> object:
         plain = plan.baseline_of(arm)
@@ -205,13 +205,18 @@ def _baseline_latency(
         how = "paired with the one stored run of this machine (between-run drift not measured)"
         if metric.kind == "tail":
             return tail(
-                metric, before, after, resamples=_resamples(policy, levels.alpha_block), seed=policy.seed, how=how,
+                metric,
+                before,
+                after,
+                resamples=_resamples(policy, levels.alpha_block),
+                seed=policy.seed,
+                how=how,
                 clock=clock,
-            )  # fmt: skip
+            )
         return paired(metric, before, after, plain_before=plain_before, plain_after=plain_after, how=how, clock=clock)
 
     results = metric_checks(
-        "regression",
+        Against.BASELINE,
         (plan.pair, plan.workload),
         tuple(latency),
         plan.released,
@@ -274,7 +279,7 @@ def _history_grows(subject: Subject, key: str, stored: int, policy: GatePolicy) 
         f"compared with; nothing to compare yet [baseline {subject.source}]"
     )
     arm, _ = split_key(key, plan.released)
-    return Check(f"regression:{key}", plan.pair, plan.workload, REGRESSION, True, message, arm=arm)
+    return Check(baseline_key(key).name, plan.pair, plan.workload, REGRESSION, True, message, arm=arm)
 
 
 def _environment(plan: MeasurementPlan) -> list[str]:
@@ -288,8 +293,8 @@ def broken_baseline(subject: Subject, error: Exception) -> Results:
     results: Results = {}
     for key in [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY, *_environment(plan)]:
         arm, _ = split_key(key, plan.released)
-        results[f"regression:{key}"] = Check(
-            f"regression:{key}",
+        results[baseline_key(key)] = Check(
+            baseline_key(key).name,
             plan.pair,
             plan.workload,
             REGRESSION,
@@ -317,16 +322,16 @@ def no_baseline(subject: Subject, update: bool, hardware: str, record_missing: s
                 else f"no baseline yet (a new pair or workload): this run, if it passes, is recorded to {where}; "
                 f"commit it as {subject.source} to gate later runs against it"
             )
-            results[f"regression:{key}"] = Check(
-                f"regression:{key}", plan.pair, plan.workload, REGRESSION, True, message, arm=arm
+            results[baseline_key(key)] = Check(
+                baseline_key(key).name, plan.pair, plan.workload, REGRESSION, True, message, arm=arm
             )
         else:
             message = (
                 f"BLOCK: no baseline for {hardware}/{plan.pair}/{plan.workload} ({subject.source}) — run the reference "
                 "build with --update-baselines"
             )
-            results[f"regression:{key}"] = Check(
-                f"regression:{key}",
+            results[baseline_key(key)] = Check(
+                baseline_key(key).name,
                 plan.pair,
                 plan.workload,
                 REGRESSION,
@@ -346,12 +351,13 @@ def judge(
     update: bool,
     hardware: str,
     record_missing: str | None = None,
-) -> dict[tuple[str, str, str], Check | Exception]:
-    """Every regression check of the run, by (pair, workload, check name)."""
-    outcomes: dict[tuple[str, str, str], Check | Exception] = {}
+) -> Judged:
+    """Every regression check of the run, by pair × workload (the exception of a measurement that failed in place
+    of its checks)."""
+    outcomes: Judged = {}
     for where, subject in subjects.items():
         if isinstance(subject, Exception):
-            outcomes[(*where, "*")] = subject
+            outcomes[where] = subject
             continue
         reference = subject.plan.reference is not None
         levels = Levels(policy.alpha, looks_of(policy, reference), family)
@@ -367,7 +373,7 @@ def judge(
             results.update(against_baseline(subject, policy, levels, update=update))
             if reference:
                 once = Levels(policy.alpha, 1, family)
-                results[f"regression:{ENVIRONMENT}"] = environment_check(subject, policy, once)
+                results[baseline_key(ENVIRONMENT)] = environment_check(subject, policy, once)
         results.update(ladder_vs_baseline(subject, update=update, hardware=hardware))
-        outcomes.update({(*where, name): result for name, result in results.items()})
+        outcomes[where] = results
     return outcomes

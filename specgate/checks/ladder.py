@@ -57,9 +57,19 @@ def ladder_accuracy(evaluation: Evaluation, arm: str) -> Check:
     if not within and not real:
         details["undecided"] = True
     return check(
-        name, evaluation.where, DRIFT, passed, message, observed=row.accuracy_drop, limit=limit, n=row.accuracy_n,
-        ci=row.accuracy_drop_ci, baseline=full.accuracy, arm=arm, details=details,
-    )  # fmt: skip
+        name,
+        evaluation.where,
+        DRIFT,
+        passed,
+        message,
+        observed=row.accuracy_drop,
+        limit=limit,
+        n=row.accuracy_n,
+        ci=row.accuracy_drop_ci,
+        baseline=full.accuracy,
+        arm=arm,
+        details=details,
+    )
 
 
 def ladder_perplexity(evaluation: Evaluation, arm: str) -> Check:
@@ -80,9 +90,17 @@ def ladder_perplexity(evaluation: Evaluation, arm: str) -> Check:
         + ("" if passed else f"; roll back step {row.step} ({arm})")
     )
     return check(
-        name, evaluation.where, DRIFT, passed, message, observed=row.perplexity_rise, limit=limit,
-        baseline=full, arm=arm, details=details,
-    )  # fmt: skip
+        name,
+        evaluation.where,
+        DRIFT,
+        passed,
+        message,
+        observed=row.perplexity_rise,
+        limit=limit,
+        baseline=full,
+        arm=arm,
+        details=details,
+    )
 
 
 def ladder_agreement(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specgate.accuracy import TaskAccuracy, compare_accuracy, mcnemar_p
-from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check
+from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check, RegressionKey, baseline_key
 from specgate.checks.subject import Subject
 from specgate.hardware.fingerprint import Fingerprint
 from specgate.ladder import LadderRow
@@ -25,15 +25,14 @@ from specgate.measure.perplexity import Perplexity
 from specgate.plan import LadderStep
 from specgate.store.records import RunRecord
 
-PREFIX = "regression:ladder:"
 # `details["outcome"]` of a ladder step without a stored counterpart, and of one this run did not score
 NOT_RECORDED = "NOT RECORDED"
 NOT_MEASURED = "NOT MEASURED"
 
 
-def ladder_name(arm: str) -> str:
-    """The check's name for ladder step `arm`."""
-    return PREFIX + arm
+def ladder_key(arm: str) -> RegressionKey:
+    """The check's key for ladder step `arm`: `regression:ladder:<arm>`."""
+    return baseline_key(f"ladder:{arm}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +46,10 @@ class Comparison:
     details: Mapping[str, float | int | None]
 
 
-def ladder_vs_baseline(subject: Subject, *, update: bool, hardware: str) -> dict[str, Check]:
+def ladder_vs_baseline(subject: Subject, *, update: bool, hardware: str) -> dict[RegressionKey, Check]:
     """One `regression:ladder:<arm>` check per ladder step of the plan (none without a ladder)."""
     plan, record, baseline = subject.plan, subject.record, subject.baseline
-    results: dict[str, Check] = {}
+    results: dict[RegressionKey, Check] = {}
     for step in plan.ladder:
         if baseline is None:
             result = _no_baseline(subject, step.arm, update, hardware)
@@ -62,7 +61,7 @@ def ladder_vs_baseline(subject: Subject, *, update: bool, hardware: str) -> dict
                 result = _not_comparable(subject, step.arm, baseline.machines())
             else:
                 result = step_vs_stored(subject, step, latest, update=update)
-        results[ladder_name(step.arm)] = result
+        results[ladder_key(step.arm)] = result
     return results
 
 
@@ -110,10 +109,17 @@ def step_vs_stored(subject: Subject, step: LadderStep, stored: RunRecord, *, upd
     for c in comparisons:
         details.update(c.details)
     return _check(
-        subject, arm, passed, message, outcome, observed=None if first is None else first.observed,
-        limit=None if first is None else first.limit, n=None if accuracy is None else accuracy.n,
-        baseline=None if stored_accuracy is None else stored_accuracy.accuracy, more=details,
-    )  # fmt: skip
+        subject,
+        arm,
+        passed,
+        message,
+        outcome,
+        observed=None if first is None else first.observed,
+        limit=None if first is None else first.limit,
+        n=None if accuracy is None else accuracy.n,
+        baseline=None if stored_accuracy is None else stored_accuracy.accuracy,
+        more=details,
+    )
 
 
 def _accuracy(
@@ -200,9 +206,19 @@ def _check(
     plan = subject.plan
     details = {"ladder": True, "step": arm, "outcome": outcome, **(more or {})}
     return Check(
-        ladder_name(arm), plan.pair, plan.workload, REGRESSION, passed, message, observed=observed, limit=limit,
-        n=n, baseline=baseline, details=details, arm=arm,
-    )  # fmt: skip
+        ladder_key(arm).name,
+        plan.pair,
+        plan.workload,
+        REGRESSION,
+        passed,
+        message,
+        observed=observed,
+        limit=limit,
+        n=n,
+        baseline=baseline,
+        details=details,
+        arm=arm,
+    )
 
 
 def _no_baseline(subject: Subject, arm: str, update: bool, hardware: str) -> Check:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specgate.accuracy import TaskAccuracy, compare_accuracy
-from specgate.checks import DRIFT, REGRESSION, Check
+from specgate.checks import DRIFT, REGRESSION, Against, Check, RegressionKey
 from specgate.checks.family import family_significance
 from specgate.comparison import (
     ACCEPTANCE,
@@ -111,10 +111,6 @@ def groups(keys: tuple[str, ...], released: str = "spec") -> int:
             arm, name = split_key(key, released)
             found.add((arm, METRICS[name].kind == "tail" if name in METRICS else False))
     return len(found)
-
-
-def _name(prefix: str, key: str) -> str:
-    return f"{prefix}:{key}"
 
 
 def _fmt(value: float, unit: str) -> str:
@@ -327,7 +323,7 @@ Compare = Callable[[Metric, str], Estimate]
 
 
 def metric_checks(
-    prefix: str,
+    side: Against,
     where: Where,
     keys: tuple[str, ...],
     released: str,
@@ -340,10 +336,10 @@ def metric_checks(
     budget: str = "",
     undecided: Callable[[Decision, Estimate], str] | None = None,
     interference: str = "",
-) -> dict[str, Check | Exception]:
-    """The latency checks of `keys` (acceptance excluded), each from `estimate(metric, arm)`, by check name; the
+) -> dict[RegressionKey, Check | Exception]:
+    """The latency checks of `keys` (acceptance excluded), each from `estimate(metric, arm)`, by check key; the
     mean comparisons of each arm share their level (`family_significance`)."""
-    results: dict[str, Check | Exception] = {}
+    results: dict[RegressionKey, Check | Exception] = {}
     estimates: dict[str, tuple[Metric, str, Estimate]] = {}
     for key in keys:
         arm, name = split_key(key, released)
@@ -353,15 +349,17 @@ def metric_checks(
         try:
             estimates[key] = (metric, arm, estimate(metric, arm))
         except (ValueError, KeyError) as exc:
-            results[_name(prefix, key)] = ValueError(f"{prefix}:{key} cannot be compared: {exc}")
+            found = RegressionKey(side, key)
+            results[found] = ValueError(f"{found.name} cannot be compared: {exc}")
     shared: dict[str, tuple[float, float]] = {}
     for arm in dict.fromkeys(a for _, a, _ in estimates.values()):
         means = {k: e for k, (m, a, e) in estimates.items() if a == arm and m.kind != "tail"}
         critical_t, adjusted = family_significance(means, levels.alpha_block)
         shared.update({k: (critical_t, p) for k, p in adjusted.items()})
     for key, (metric, arm, value) in estimates.items():
-        results[_name(prefix, key)] = latency_check(
-            _name(prefix, key),
+        found = RegressionKey(side, key)
+        results[found] = latency_check(
+            found.name,
             where,
             metric,
             value,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from specgate.checks import Check, Outcome
+from specgate.checks import Check, Outcome, RegressionKey
 from specgate.checks.acceptance import acceptance_check, shared_positions
 from specgate.checks.beside import beside_latency
 from specgate.checks.levels import acceptance_levels, looks_of
@@ -46,19 +46,20 @@ def stop_rule(
         record = RunRecord(hardware, plan.pair, plan.workload, arms, probes=probed)
         # tails are compared for detection only (never UNKNOWN): more rounds are not for them
         results = beside_latency(Subject(plan, record, None, "", sla, prompts, 0), policy, levels, tails=False)
-        checks = {name: r for name, r in results.items() if isinstance(r, Check)}
+        checks = {key: r for key, r in results.items() if isinstance(r, Check)}
         if any(c.outcome is Outcome.BLOCK for c in checks.values()):
-            blocked = ", ".join(n for n, c in checks.items() if c.outcome is Outcome.BLOCK)
+            blocked = ", ".join(k.name for k, c in checks.items() if c.outcome is Outcome.BLOCK)
             return Next(0, why=f"{blocked} REGRESSED ({_said(checks)})")
         undecided = {n: c for n, c in checks.items() if c.outcome is Outcome.UNKNOWN}
-        failed = [n for n, r in results.items() if not isinstance(r, Check)]
+        failed = [k for k, r in results.items() if not isinstance(r, Check)]
         said = _said(checks)
         if not undecided and not failed:
             return Next(0, why=f"every comparison decided ({said})")
         miss = (1.0 - policy.pass_probability) / max(1, len(undecided))
         rounds = 1
-        for name, check in undecided.items():
-            per_round = prompts * (1 + probes) if name.endswith("ttft_ms") and "p99" not in name else prompts
+        for key, check in undecided.items():
+            mean_ttft = key.statistic.endswith("ttft_ms") and "p99" not in key.statistic  # probes add its units
+            per_round = prompts * (1 + probes) if mean_ttft else prompts
             rounds = max(rounds, _rounds_to_decide(check, levels, miss, per_round))
         needed = {a for c in undecided.values() if c.arm for a in (c.arm, dict(plan.beside).get(c.arm, c.arm))}
         needed |= set(plan.names) if failed else set()
@@ -71,14 +72,14 @@ def stop_rule(
     return plan_next
 
 
-def _said(checks: dict[str, Check]) -> str:
+def _said(checks: dict[RegressionKey, Check]) -> str:
     """The running decisions in a few words: "tpot_ms PASS +0.3 % (≤ +2.1 %); …"."""
     parts = []
-    for name, check in checks.items():
+    for key, check in checks.items():
         change, ci = check.details.get("relative_change"), check.ci
         outcome = "REGRESSED" if check.outcome is Outcome.BLOCK else str(check.outcome and check.outcome.value)
         numbers = "" if change is None else f" {percent(change)}" + ("" if ci is None else f" (≤ {percent(ci[1])})")
-        parts.append(f"{name.split(':', 1)[1]} {outcome}{numbers}")
+        parts.append(f"{key.statistic} {outcome}{numbers}")
     return "; ".join(parts)
 
 
@@ -114,10 +115,16 @@ def undecided_acceptance(
         for arm, ref_arm in plan.beside:
             if plan.arm(arm).speculative:
                 check = acceptance_check(
-                    "", ("", ""), record.acceptance_view(ref_arm), record.acceptance_view(arm), sla,
-                    acceptance_levels(policy, steps, record.acceptance_view(arm)), "", arm=arm,
+                    "",
+                    ("", ""),
+                    record.acceptance_view(ref_arm),
+                    record.acceptance_view(arm),
+                    sla,
+                    acceptance_levels(policy, steps, record.acceptance_view(arm)),
+                    "",
+                    arm=arm,
                     lengths=shared_positions(plan, arm, ref_arm),
-                )  # fmt: skip
+                )
                 if check.outcome is Outcome.UNKNOWN:
                     found += [arm, ref_arm]
         return found

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from specgate.checks import INFRASTRUCTURE, SLA, Check
+from specgate.checks import INFRASTRUCTURE, SLA, Check, check
 from specgate.checks.draft_length import draft_length_advice
 from specgate.checks.tail import Tail, ttft_tail
 from specgate.config import SlaLimits
 from specgate.evaluation import Evaluation
 from specgate.measure.metrics import ArmSummary, Speedup
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from specgate.checks import Evidence
 
 
 def _ci(ci: tuple[float, float] | None, fmt: str = ".0f", unit: str = "", missing: str | None = None) -> str:
@@ -26,8 +32,10 @@ def _ci(ci: tuple[float, float] | None, fmt: str = ".0f", unit: str = "", missin
     return f", 95% CI {ci[0]:{fmt}}–{ci[1]:{fmt}}{unit}"
 
 
-def _check(name: str, where: tuple[str, str], category: str = SLA, **kwargs: object) -> Check:
-    return Check(name=name, pair=where[0], workload=where[1], category=category, **kwargs)  # type: ignore[arg-type]
+def _check(
+    name: str, where: tuple[str, str], category: str = SLA, *, passed: bool, message: str, **evidence: Unpack[Evidence]
+) -> Check:
+    return check(name, where, category, passed, message, **evidence)
 
 
 def _samples(where: tuple[str, str], summaries: Sequence[ArmSummary], min_samples: int) -> Check:

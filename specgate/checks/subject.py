@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specgate.checks import Check
+from specgate.checks import Check, RegressionKey
 from specgate.config import SlaLimits
 from specgate.plan import MeasurementPlan
 from specgate.store.baselines import Baseline
 from specgate.store.records import RunRecord
 
-Results = dict[str, Check | Exception]
+Results = dict[RegressionKey, Check | Exception]  # the regression checks of one pair × workload
+Judged = dict[tuple[str, str], Results | Exception]  # by pair × workload; a failed measurement's exception
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,10 +121,10 @@ def _diff(old: Baseline, new: Baseline, args: argparse.Namespace) -> int:
     results = against_baseline(subject, policy, Levels(policy.alpha, 1, family_size([(plan, True)])))
     results.update(ladder_vs_baseline(subject, update=False, hardware=run.hardware))
     failed = False
-    for name, result in results.items():
+    for key, result in results.items():
         if isinstance(result, Exception):
             failed = True
-            print(f"  ERROR {name}: {result}")
+            print(f"  ERROR {key.name}: {result}")
             continue
         failed |= not result.passed
         print(f"  {'PASS' if result.passed else 'FAIL'} {result.name}: {result.message}")

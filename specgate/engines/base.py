@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from specgate.config import HardwareProfile, WorkloadConfig
+    from specgate.hardware.backends import HardwareBackend
     from specgate.models import ResolvedModel
     from specgate.plan import Arm
 
@@ -185,11 +186,12 @@ def arrival_offsets(count: int, rate: float | None, seed: int, repetition: int) 
 class Engine(Protocol):
     """An inference engine that specgate can measure.
 
-    `load` prepares every arm on the profile's device; `run` executes the prompts in one arm and returns their
-    traces; `close` releases models and processes. `per_request` says whether `run` may be called with one prompt
-    at a time (engines that batch, like vLLM, run a whole arm at once and are interleaved per round instead); such
-    engines offer the call's requests as `load` says (None: the engine's own default, latency mode unless the pair's
-    options say otherwise).
+    `load` prepares every arm on the profile's device: `backend` is the profile's backend, its runtime already
+    checked (the gate run resolves it once), or None for the engine to resolve and check it; `run` executes the
+    prompts in one arm and returns their traces; `close` releases models and processes. `per_request` says whether
+    `run` may be called with one prompt at a time (engines that batch, like vLLM, run a whole arm at once and are
+    interleaved per round instead); such engines offer the call's requests as `load` says (None: the engine's own
+    default, latency mode unless the pair's options say otherwise).
     `models(arm)` are the model files an arm runs, by role (`target`, `draft`), hashed for provenance;
     `cost_ratio(arm)` is c, the draft step's cost over the target step's (0 for n-gram lookup, None unknown).
     """
@@ -197,7 +199,7 @@ class Engine(Protocol):
     name: str
     per_request: bool
 
-    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None: ...
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None: ...
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun: ...
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt, RequestTrace
+from specgate.hardware.backends import HardwareBackend
 from specgate.plan import Arm
 
 
@@ -106,7 +107,7 @@ class FakeEngine:
         self._versions = dict(versions or {})
         self._renews = renews
 
-    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None:
         self._arms = {arm.name: arm for arm in arms}
 
     def restart(self, arm: str) -> None:

@@ -45,6 +45,7 @@ from specgate.engines.transformers_quant import (
     score_document,
 )
 from specgate.errors import EngineUnavailableError, MeasurementError
+from specgate.hardware.backends import HardwareBackend
 from specgate.models import ResolvedModel, resolve
 from specgate.plan import Arm
 from specgate.registry import backend_spec
@@ -124,10 +125,11 @@ class TransformersEngine:
         self.lockstep = False  # arms in lockstep on the loaded device (CPU only: on an accelerator memory adds up)
         self._single_thread = False  # computes in the calling thread alone: lockstep binds the arms to one CPU
 
-    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
-        from specgate.hardware.backends import get_backend
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None:
+        from specgate.hardware.backends import available_backend
 
-        get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
+        if backend is None:
+            available_backend(hardware)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import torch

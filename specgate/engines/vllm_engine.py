@@ -75,6 +75,7 @@ from specgate.engines.vllm_io import (
 from specgate.engines.vllm_parallel import llm_parallel_arguments
 from specgate.engines.vllm_slowdown import spin_for
 from specgate.errors import MeasurementError
+from specgate.hardware.backends import HardwareBackend
 from specgate.models import ResolvedModel, resolve, truncated_copy
 from specgate.plan import Arm
 from specgate.registry import backend_spec
@@ -150,12 +151,13 @@ class VllmEngine:
         self._request_ids = itertools.count()
         self._inputs: dict[tuple[str, str], tuple[Prompt, list[int]]] = {}
 
-    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None:
         """Check vLLM and the device, resolve every arm's models and settings; no `LLM` starts yet."""
-        from specgate.hardware.backends import get_backend
+        from specgate.hardware.backends import available_backend
 
         import_vllm()
-        get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
+        if backend is None:
+            available_backend(hardware)
         from transformers import AutoTokenizer
 
         self._backend = hardware.backend

@@ -54,6 +54,7 @@ from specgate.engines.vllm_parallel import server_parallel_flags
 from specgate.engines.vllm_slowdown import ENV as SLOWDOWN_ENV
 from specgate.engines.vllm_slowdown import MARKER, PLUGIN, plugin_path
 from specgate.errors import EngineUnavailableError, MeasurementError
+from specgate.hardware.backends import HardwareBackend
 from specgate.plan import Arm
 from specgate.registry import backend_spec
 
@@ -142,14 +143,15 @@ class VllmServerEngine:
         self._max_model_len = MIN_MODEL_LEN
         self._fit_note: str | None = None
 
-    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None:
         """Resolve every arm, group the arms by identity (one server each) and size the servers' memory; no server
         starts yet (each starts when its arm is first run)."""
-        from specgate.hardware.backends import get_backend
+        from specgate.hardware.backends import available_backend
 
         if importlib.util.find_spec("vllm") is None:
             raise EngineUnavailableError(f"the vllm engine needs vLLM, which is not installed. {INSTALL_HINT}")
-        get_backend(hardware.backend, hardware.device, profile=hardware.name).check_available()
+        if backend is None:
+            available_backend(hardware)
         self._hardware = hardware
         groups: dict[str, _Instance] = {}
         lengths = []

@@ -18,10 +18,13 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from specgate.errors import ConfigError, EngineUnavailableError
 from specgate.registry import BACKENDS, backend_spec
+
+if TYPE_CHECKING:
+    from specgate.config import HardwareProfile
 
 __all__ = ["BACKENDS", "CpuBackend", "CudaBackend", "HardwareBackend", "NpuBackend", "get_backend"]
 
@@ -316,3 +319,10 @@ def get_backend(backend: str, device: str, *, profile: str | None = None) -> Har
             + ("" if backend == "cpu" else f" or {backend!r} followed by ':<index>'")
         )
     return _CLASSES[backend](device, profile=profile)
+
+
+def available_backend(hardware: HardwareProfile) -> HardwareBackend:
+    """The profile's backend, its runtime checked (`check_available`): what an engine loads its models on."""
+    backend = get_backend(hardware.backend, hardware.device, profile=hardware.name)
+    backend.check_available()
+    return backend

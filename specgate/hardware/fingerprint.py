@@ -28,7 +28,7 @@ from pathlib import Path
 
 from specgate.config import HardwareProfile
 from specgate.config.parallel import ParallelLayout
-from specgate.hardware.backends import get_backend
+from specgate.hardware.backends import HardwareBackend, get_backend
 from specgate.hardware.topology import probe_interconnect
 from specgate.registry import engine_specs, registered, served
 
@@ -271,8 +271,10 @@ def run_fingerprint(
     versions: Mapping[str, str],
     dtype: str,
     layout: ParallelLayout | None = None,
+    backend: HardwareBackend | None = None,
 ) -> Fingerprint:
-    """The fingerprint of a run on this machine (with `layout`, the devices it spread the model over). For served
+    """The fingerprint of a run on this machine (with `layout`, the devices it spread the model over; `backend`, the
+    profile's hardware backend, resolved here when None). For served
     endpoints the latency is the servers': they are named (with the versions they report) in place of a local
     accelerator, and their layout is theirs."""
     remote = served(engine)
@@ -280,6 +282,6 @@ def run_fingerprint(
         endpoints = ", ".join(v for k, v in sorted(versions.items()) if k.startswith(("endpoint.", "server.")))
         info = (f"served: {endpoints}", 0, "")
     else:
-        info = get_backend(hardware.backend, hardware.device).accelerator()
+        info = (backend or get_backend(hardware.backend, hardware.device)).accelerator()
     local = None if remote else layout
     return machine_fingerprint(hardware.backend, hardware.threads, versions, dtype, info, local)

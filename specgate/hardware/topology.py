@@ -75,8 +75,10 @@ def summarize_links(links: Mapping[tuple[int, int], str], devices: Sequence[int]
     codes = Counter(code for (a, b), code in links.items() if a < b and a in chosen and b in chosen)
     if not codes:
         return ""
-    named = [(f"{link_kind(code)} ({code})" if link_kind(code) not in (code, "HCCS") else code, n) for code, n in
-             codes.most_common()]  # fmt: skip
+    named = [
+        (f"{link_kind(code)} ({code})" if link_kind(code) not in (code, "HCCS") else code, n)
+        for code, n in codes.most_common()
+    ]
     return named[0][0] if len(named) == 1 else ", ".join(f"{name} ×{n}" for name, n in named)
 
 

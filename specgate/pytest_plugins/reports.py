@@ -30,7 +30,7 @@ class ReportsTerminal:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.run.gate_items or self.run.document is None:  # nothing gated, or --collect-only: no reports
+        if not self.run.items.expected or self.run.document is None:  # nothing gated, or --collect-only: no reports
             return
         from specgate.reports import REPORT_FILES
 

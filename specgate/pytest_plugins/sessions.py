@@ -63,13 +63,13 @@ class OneMeasurement:
         config.workeroutput[REFUSED] = XDIST_REFUSAL.format(how=how)  # type: ignore[attr-defined]
         config.hook.pytest_deselected(items=list(items))
         items[:] = []
-        self.run.asked = False  # this worker gates nothing: no verdict of its own
+        self.run.items.asked = False  # this worker gates nothing: no verdict of its own
 
     # --- the machine's lock ----------------------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
-        if is_worker(self.config) or not self.run.gate_items or session.config.option.collectonly:
+        if is_worker(self.config) or not self.run.items.expected or session.config.option.collectonly:
             return None
         timeout = float(self.config.getoption("specgate_lock_timeout"))
         try:

@@ -120,9 +120,12 @@ def build_registry(document: VerdictDocument) -> CollectorRegistry:
             _export_evaluation(gauges, run.hardware, record)
         for check in run.checks:
             gauges.check.labels(
-                hardware=run.hardware, pair=check.pair, workload=check.workload, check=check.name,
+                hardware=run.hardware,
+                pair=check.pair,
+                workload=check.workload,
+                check=check.name,
                 category=check.category,
-            ).set(1.0 if check.passed else 0.0)  # fmt: skip
+            ).set(1.0 if check.passed else 0.0)
     gauges.verdict.labels(hardware=hardware).set(1.0 if document.passed else 0.0)
     written = calendar.timegm(time.strptime(document.generated_at, "%Y-%m-%dT%H:%M:%SZ"))
     gauges.timestamp.labels(hardware=hardware).set(float(written))

@@ -121,9 +121,18 @@ def decide(
     if outcome == "UNKNOWN" and spread is not None and spread > 0:
         needed = units_needed(estimate, spread, threshold=threshold, t_pass=t_pass, t_block=t_block)
     return Decision(
-        outcome, estimate, se, df, upper, lower, p_value, threshold, mde(se, df, threshold, t_pass, t_block, power), n,
+        outcome,
+        estimate,
+        se,
+        df,
+        upper,
+        lower,
+        p_value,
+        threshold,
+        mde(se, df, threshold, t_pass, t_block, power),
+        n,
         needed,
-    )  # fmt: skip
+    )
 
 
 def mde(se: float, df: float, threshold: float, t_pass: float, t_block: float, power: float = 0.95) -> float:

@@ -63,6 +63,7 @@ from specgate.engines.openai.sse import ResponseStream
 from specgate.engines.openai.wire import Origin, encode_request
 from specgate.engines.openai.workers import Workers
 from specgate.errors import ConfigError, EngineUnavailableError, MeasurementError
+from specgate.hardware.backends import HardwareBackend
 from specgate.plan import Arm
 
 T = TypeVar("T")
@@ -163,7 +164,7 @@ class OpenAIEngine:
             raise MeasurementError(f"unknown arm {arm!r}; the loaded arms are {', '.join(self._arms)}")
         return found
 
-    def load(self, arms: Sequence[Arm], hardware: HardwareProfile) -> None:
+    def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None:
         """Validate each pair's options, read the API key, and check that every arm's endpoint serves the model.
 
         An arm's endpoint is its `endpoint` option, or its pair's `endpoints[<arm>]` (a reference arm `ref-spec`
