@@ -4,9 +4,11 @@
   optimisation arms it runs (`EngineSpec.optimisations`: quantized KV cache, quantized weights, batching, each by
   backend or library with the import it needs). Adding an engine is its module plus one `register(...)` line here;
   the config, the preflight, the plugin and the CLI read everything else from this table.
-- Hardware backends (`BACKEND_SPECS`: what other code may ask of one by name; their classes in
-  `specgate.hardware.backends`) and telemetry sources
-  (`TELEMETRY_SOURCES`, their samplers in `specgate.hardware.telemetry`).
+- Hardware backends (`register_backend(BackendSpec(...))`: where its class lives, its device strings, and what
+  other code may ask of one by name; the built-in classes are in `specgate.hardware.backends`). Adding a backend is
+  its class plus one `register_backend(...)` line; the config, the fingerprint and `get_backend` read the rest from
+  it.
+- Telemetry sources (`TELEMETRY_SOURCES`, their samplers in `specgate.hardware.telemetry`).
 
 This module sits below the configuration (which checks names against it) and imports nothing of specgate but its
 errors: no engine, no library (`specgate.engines.create_engine` imports an engine's module when one is created), so
@@ -28,32 +30,60 @@ from specgate.errors import ConfigError, did_you_mean
 
 @dataclass(frozen=True, slots=True)
 class BackendSpec:
-    """What code outside the backends asks of a hardware backend by name. `host`: the device is the host's own CPU
-    — the engine's memory is this machine's RAM (a vLLM server sizes its KV cache in it; peak memory is a resident
-    set), the arms share its cores (they can run in lockstep), and several devices talk through host memory.
-    `visible_devices` is the environment variable that lists the devices a process sees, `topology` the vendor
-    command that prints the link matrix between devices, whose rows start with `device_label` and an index."""
+    """A registered hardware backend: `factory` is its `HardwareBackend` class ("module:Class", built with the
+    device string and `profile=`), `device` the regular expression of its device strings (`cuda(:\\d+)?`). The rest
+    is what code outside the backends asks of one by name. `host`: the device is the host's own CPU — the engine's
+    memory is this machine's RAM (a vLLM server sizes its KV cache in it; peak memory is a resident set), the arms
+    share its cores (they can run in lockstep), and several devices talk through host memory. `visible_devices` is
+    the environment variable that lists the devices a process sees, `topology` the vendor command that prints the
+    link matrix between devices, whose rows start with `device_label` and an index."""
 
     name: str
+    factory: str
+    device: str
     host: bool = False
     visible_devices: str = ""
     topology: tuple[str, ...] = ()
     device_label: str = ""
 
 
-BACKEND_SPECS = (
-    BackendSpec("cpu", host=True),
+_BACKENDS: dict[str, BackendSpec] = {}
+
+
+def register_backend(spec: BackendSpec) -> BackendSpec:
+    """Add a hardware backend to the registry (a name may be registered once)."""
+    if spec.name in _BACKENDS:
+        raise ValueError(f"backend {spec.name!r} is registered twice")
+    _BACKENDS[spec.name] = spec
+    return spec
+
+
+def backend_names() -> tuple[str, ...]:
+    """The backends a hardware profile may name, in registration order."""
+    return tuple(_BACKENDS)
+
+
+register_backend(BackendSpec("cpu", "specgate.hardware.backends:CpuBackend", r"cpu", host=True))
+register_backend(
     BackendSpec(
-        "cuda", visible_devices="CUDA_VISIBLE_DEVICES", topology=("nvidia-smi", "topo", "-m"), device_label="GPU"
-    ),
+        "cuda",
+        "specgate.hardware.backends:CudaBackend",
+        r"cuda(:\d+)?",
+        visible_devices="CUDA_VISIBLE_DEVICES",
+        topology=("nvidia-smi", "topo", "-m"),
+        device_label="GPU",
+    )
+)
+register_backend(
     BackendSpec(
         "npu",
+        "specgate.hardware.backends:NpuBackend",
+        r"npu(:\d+)?",
         visible_devices="ASCEND_RT_VISIBLE_DEVICES",
         topology=("npu-smi", "info", "-t", "topo"),
         device_label="NPU",
-    ),
+    )
 )
-BACKENDS = tuple(b.name for b in BACKEND_SPECS)  # classes: specgate.hardware.backends
 TELEMETRY_SOURCES = ("none", "nvml", "nvidia-smi", "npu-smi", "rapl")  # samplers: specgate.hardware.telemetry
 
 
@@ -210,7 +240,8 @@ def require_engine(name: str, pair: str) -> EngineSpec:
 
 def backend_spec(name: str) -> BackendSpec:
     """The registered backend of that name; a `ConfigError` naming the known ones otherwise."""
-    for spec in BACKEND_SPECS:
-        if spec.name == name:
-            return spec
-    raise ConfigError(f"backend {name!r} is not known.{did_you_mean(name, BACKENDS)} Known: {', '.join(BACKENDS)}")
+    spec = _BACKENDS.get(name)
+    if spec is None:
+        known = backend_names()
+        raise ConfigError(f"backend {name!r} is not known.{did_you_mean(name, known)} Known: {', '.join(known)}")
+    return spec

@@ -264,12 +264,18 @@ def test_get_backend_rejects_unknown_backend_and_mismatched_device() -> None:
         get_backend("npu", "cuda:0")
 
 
-def test_every_backend_name_the_config_accepts_has_a_class_and_every_class_a_name() -> None:
-    from specgate.registry import BACKENDS
+def test_every_backend_name_the_config_accepts_has_a_class_that_takes_its_own_devices() -> None:
+    import importlib
+    import re
 
-    assert sorted(backends._CLASSES) == sorted(BACKENDS)
-    for name in BACKENDS:
-        assert backends._DEVICE_PATTERN[name].fullmatch("cpu" if name == "cpu" else f"{name}:0")
+    from specgate.registry import backend_names, backend_spec
+
+    assert backend_names() == ("cpu", "cuda", "npu")
+    for name in backend_names():
+        spec = backend_spec(name)
+        module, _, cls = spec.factory.partition(":")
+        assert isinstance(getattr(importlib.import_module(module), cls), type), spec.factory
+        assert re.fullmatch(spec.device, name if spec.host else f"{name}:0"), (name, spec.device)
 
 
 def test_cpu_backend_reports_peak_memory() -> None:

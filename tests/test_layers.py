@@ -8,9 +8,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from test_architecture import _imports
 
-from specgate.registry import _REGISTRY, BACKENDS, Capability, EngineSpec, engine_names, engine_specs, register
+from specgate.errors import ConfigError
+from specgate.hardware.backends import CpuBackend
+from specgate.registry import _REGISTRY, Capability, EngineSpec, backend_names, engine_names, engine_specs, register
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,7 +152,9 @@ def test_no_code_outside_the_registry_and_the_backend_classes_branches_on_a_back
     """What code asks of a backend by name is its `BackendSpec` (`specgate.registry.backend_spec`); the backend
     classes (`specgate.hardware.backends`) are the one other place that knows each backend."""
     exempt = ("registry.py", "hardware/backends.py")
-    found = engine_name_comparisons(REPO / "specgate", set(BACKENDS), about=("backend", "device"), registries=exempt)
+    found = engine_name_comparisons(
+        REPO / "specgate", set(backend_names()), about=("backend", "device"), registries=exempt
+    )
     assert found == []
 
 
@@ -191,3 +196,33 @@ def test_an_engine_registered_in_one_line_reaches_config_optimisations_and_the_f
         assert (found.engine, found.engine_version) == ("mine", "1.2.3")
     finally:
         _REGISTRY.pop("mine")
+
+
+class MineBackend(CpuBackend):
+    """A backend of the test's own: the host CPU under another name, naming its own accelerator."""
+
+    def accelerator(self) -> tuple[str, int, str]:
+        return "Mine accelerator", 2, "mine-driver 7"
+
+
+def test_a_backend_registered_in_one_line_reaches_the_config_get_backend_and_the_fingerprint(tmp_path: Path) -> None:
+    from specgate.config import load_hardware_profile
+    from specgate.hardware.backends import get_backend
+    from specgate.hardware.fingerprint import run_fingerprint
+    from specgate.registry import _BACKENDS, BackendSpec, register_backend
+
+    (tmp_path / "minebox.yaml").write_text("name: minebox\nbackend: mine\ndevice: 'mine:1'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="backend"):
+        load_hardware_profile("minebox", tmp_path)  # not registered yet: the config refuses the name
+    register_backend(BackendSpec("mine", f"{__name__}:MineBackend", r"mine(:\d+)?", topology=("mine-smi", "topo")))
+    try:
+        profile = load_hardware_profile("minebox", tmp_path)
+        backend = get_backend(profile.backend, profile.device, profile=profile.name)
+        assert isinstance(backend, MineBackend)
+        with pytest.raises(ConfigError, match="expected 'mine:0' or 'mine' followed by ':<index>'"):
+            get_backend("mine", "cuda:0")
+        versions = {"engine": "transformers", "transformers": "9.9", "torch": "2.13.0"}
+        found = run_fingerprint(profile, "transformers", versions, "float32")
+        assert (found.accelerator, found.accelerator_count, found.driver) == ("Mine accelerator", 2, "mine-driver 7")
+    finally:
+        _BACKENDS.pop("mine")

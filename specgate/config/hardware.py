@@ -10,7 +10,7 @@ from typing import Any
 from specgate.config.parallel import ParallelLayout, parse_parallel
 from specgate.config.validation import check_choice, check_keys, did_you_mean, fail, mapping, read_yaml, typed
 from specgate.errors import ConfigError
-from specgate.registry import BACKENDS, TELEMETRY_SOURCES, engine_names
+from specgate.registry import TELEMETRY_SOURCES, backend_names, engine_names
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -100,7 +100,7 @@ def load_hardware_profile(name: str, hardware_dir: Path) -> HardwareProfile:
             raise fail(source, required, "required key is missing")
     if raw["name"] != name:
         raise fail(source, "name", f"is {raw['name']!r} but the file is {name}.yaml; make them equal")
-    check_choice(raw["backend"], BACKENDS, source, "backend")
+    check_choice(raw["backend"], backend_names(), source, "backend")
     check_choice(raw.get("engine", "transformers"), engine_names(), source, "engine")
     check_choice(raw.get("telemetry", "none"), TELEMETRY_SOURCES, source, "telemetry")
     check_choice(raw.get("dtype", "float32"), DTYPES, source, "dtype")

@@ -2,7 +2,7 @@
 fingerprint, and the cost, energy and roofline arithmetic.
 
 - `backends`: `get_backend(backend, device)` returns a `HardwareBackend` (check_available, synchronize,
-  peak memory); `BACKENDS` (`specgate.registry`) names them.
+  peak memory); `specgate.registry.backend_names()` names them.
 - `telemetry`: `TelemetrySampler(source)` samples power, memory and utilization while an arm runs;
   `SOURCES` (`specgate.registry.TELEMETRY_SOURCES`).
 - `economics`: cost and energy per 1k tokens, the batch-1 decode roofline, relative savings.

@@ -11,6 +11,7 @@ torch (and torch_npu) are imported inside the methods that need them, so importi
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import resource
@@ -21,12 +22,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from specgate.errors import ConfigError, EngineUnavailableError
-from specgate.registry import BACKENDS, backend_spec
+from specgate.registry import backend_spec
 
 if TYPE_CHECKING:
     from specgate.config import HardwareProfile
 
-__all__ = ["BACKENDS", "CpuBackend", "CudaBackend", "HardwareBackend", "NpuBackend", "get_backend"]
+__all__ = ["CpuBackend", "CudaBackend", "HardwareBackend", "NpuBackend", "get_backend"]
 
 
 _PROC_STATUS = Path("/proc/self/status")
@@ -297,28 +298,24 @@ class NpuBackend:
         return int(self._torch_npu().max_memory_allocated(self._index))
 
 
-_CLASSES: dict[str, type[CpuBackend | CudaBackend | NpuBackend]] = {
-    "cpu": CpuBackend,
-    "cuda": CudaBackend,
-    "npu": NpuBackend,
-}
-_DEVICE_PATTERN = {"cpu": re.compile(r"cpu"), "cuda": re.compile(r"cuda(:\d+)?"), "npu": re.compile(r"npu(:\d+)?")}
-
-
 def get_backend(backend: str, device: str, *, profile: str | None = None) -> HardwareBackend:
-    """The backend for a profile's `backend` and `device` fields; `profile` names it in error messages.
+    """The backend for a profile's `backend` and `device` fields (its class and device strings are its
+    `specgate.registry.BackendSpec`); `profile` names it in error messages.
 
     Raises `ConfigError` for an unknown backend or a device string that does not belong to it. Does not check
     that the runtime is installed: call `check_available()` for that.
     """
-    backend_spec(backend)  # a ConfigError naming the known backends
-    if not _DEVICE_PATTERN[backend].fullmatch(device):
-        example = "cpu" if backend == "cpu" else f"{backend}:0"
+    spec = backend_spec(backend)  # a ConfigError naming the known backends
+    if not re.fullmatch(spec.device, device):
+        indexed = re.fullmatch(spec.device, f"{backend}:0") is not None
+        example = f"{backend}:0" if indexed else backend
         raise ConfigError(
             f"device {device!r} does not fit backend {backend!r}: expected {example!r}"
-            + ("" if backend == "cpu" else f" or {backend!r} followed by ':<index>'")
+            + (f" or {backend!r} followed by ':<index>'" if indexed else "")
         )
-    return _CLASSES[backend](device, profile=profile)
+    module, _, name = spec.factory.partition(":")
+    made: HardwareBackend = getattr(importlib.import_module(module), name)(device, profile=profile)
+    return made
 
 
 def available_backend(hardware: HardwareProfile) -> HardwareBackend:
