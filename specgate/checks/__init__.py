@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
@@ -48,6 +50,48 @@ class Outcome(str, Enum):
     UPDATE = "UPDATE"
 
 
+class Failure(str, Enum):
+    """Why a check failed (`Check.failure`): the kind that the advice, Allure's categories and the JUnit failure
+    type name. `heading` is the name a person reads."""
+
+    INFRASTRUCTURE = "infrastructure"  # nothing usable was measured
+    LATENCY = "latency"  # significantly slower, beyond the tolerance
+    UNDECIDED = "undecided"  # the spread hides a change of the tolerance's size
+    NOT_COMPARABLE = "not comparable"  # latency stored on another machine
+    OTHER_ENGINE = "other engine"  # outputs and acceptance stored by another engine or dtype
+    ACCEPTANCE = "acceptance"
+    OUTPUTS = "outputs"
+    ACCURACY = "accuracy"
+    SLA = "sla"
+    BASELINE = "baseline"  # missing or unusable
+    LADDER = "ladder"  # a rung rolled back
+    LADDER_UNSCORED = "ladder unscored"
+    LADDER_REGRESSED = "ladder regressed"  # a rung worse than its stored self
+    OTHER = "other"
+
+    @property
+    def heading(self) -> str:
+        return FAILURE_HEADINGS[self]
+
+
+FAILURE_HEADINGS = {
+    Failure.INFRASTRUCTURE: "Infrastructure error",
+    Failure.LATENCY: "Latency regression",
+    Failure.UNDECIDED: "Undecided: the spread hides the tolerance",
+    Failure.NOT_COMPARABLE: "No latency baseline of this machine",
+    Failure.OTHER_ENGINE: "No baseline of this engine and dtype",
+    Failure.ACCEPTANCE: "Acceptance dropped",
+    Failure.OUTPUTS: "Drift: output differs from the reference",
+    Failure.ACCURACY: "Task accuracy dropped",
+    Failure.SLA: "SLA breach",
+    Failure.BASELINE: "Baseline missing or unusable",
+    Failure.LADDER: "Ladder step rolled back",
+    Failure.LADDER_UNSCORED: "Ladder step not scored in the run",
+    Failure.LADDER_REGRESSED: "Ladder step worse than its baseline",
+    Failure.OTHER: "Other gate failure",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     """The outcome of one check, with the numbers that decided it. `arm` is the arm it judged, if one."""
@@ -72,6 +116,11 @@ class Check:
         """The comparison's decision, typed; None for a check that states none (an SLA, a report)."""
         stated = self.details.get("outcome")
         return None if stated is None else Outcome(stated)
+
+    @property
+    def failure(self) -> Failure | None:
+        """Why the check failed; None when it passed."""
+        return None if self.passed else _failure(self)
 
     @property
     def compared(self) -> RegressionKey | None:
@@ -135,8 +184,45 @@ class Evidence(TypedDict, total=False):
     arm: str | None
 
 
+def _failure(check: Check) -> Failure:
+    outcome, compared, details = check.outcome, check.compared, check.details
+    metric = split_key(check.name if compared is None else compared.statistic)[1]
+    if check.category == INFRASTRUCTURE:
+        return Failure.INFRASTRUCTURE
+    if details.get("ladder") and outcome is not None:  # a step against its stored self
+        return {Outcome.BLOCK: Failure.LADDER_REGRESSED, Outcome.NOT_COMPARABLE: Failure.OTHER_ENGINE}.get(
+            outcome, Failure.BASELINE
+        )
+    if details.get("ladder"):
+        return Failure.LADDER_UNSCORED if details.get("unscored") else Failure.LADDER
+    if check.category == SLA:
+        return Failure.SLA
+    if outcome is Outcome.NOT_COMPARABLE:
+        return Failure.NOT_COMPARABLE if details.get("what", "latency") == "latency" else Failure.OTHER_ENGINE
+    if outcome is Outcome.UNKNOWN:
+        return Failure.UNDECIDED
+    if outcome in (Outcome.NO_BASELINE, Outcome.UNUSABLE_BASELINE):
+        return Failure.BASELINE
+    if check.category == DRIFT or metric == OUTPUT_DRIFT:
+        return Failure.OUTPUTS
+    if metric == TASK_ACCURACY:
+        return Failure.ACCURACY
+    if metric == ACCEPTANCE:
+        return Failure.ACCEPTANCE
+    if outcome is Outcome.BLOCK:
+        return Failure.LATENCY
+    return Failure.BASELINE if check.category == REGRESSION else Failure.OTHER
+
+
 def check(
     name: str, where: tuple[str, str], category: str, passed: bool, message: str, **evidence: Unpack[Evidence]
 ) -> Check:
-    """A `Check` of the pair × workload `where`."""
+    """A `Check` of the pair × workload `where`: the one way the package builds one (a verdict file read back is
+    the other). A category outside `CATEGORIES` or an outcome outside `Outcome` is a bug, refused here rather than
+    misread by the advice, the stop rule or the reports."""
+    if category not in CATEGORIES:
+        raise ValueError(f"check {name!r}: category {category!r} is not one of {CATEGORIES}")
+    stated = evidence.get("details", {}).get("outcome")
+    if stated is not None and stated not in {o.value for o in Outcome}:
+        raise ValueError(f"check {name!r}: outcome {stated!r} is not one of {[o.value for o in Outcome]}")
     return Check(name, where[0], where[1], category, passed, message, **evidence)

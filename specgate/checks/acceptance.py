@@ -3,7 +3,7 @@ stored baseline's; two draft lengths compared on the positions both draft."""
 
 from __future__ import annotations
 
-from specgate.checks import REGRESSION, Check
+from specgate.checks import REGRESSION, Check, check
 from specgate.checks.regression import Levels
 from specgate.comparison import acceptance_drop
 from specgate.config import SlaLimits
@@ -42,13 +42,11 @@ def acceptance_check(
     after), when they differ: the rate on the draft positions both draft (`shared_positions`)."""
     if before is None or after is None:
         missing = "the baseline has no such arm" if before is None else "this run has no such arm"
-        return Check(
-            name, *where, REGRESSION, False, f"BLOCK: no acceptance to compare: {missing} [{against}]", arm=arm
-        )
+        return check(name, where, REGRESSION, False, f"BLOCK: no acceptance to compare: {missing} [{against}]", arm=arm)
     try:
         estimate = acceptance_drop(before, after, min(lengths) if lengths else None)
     except ValueError as exc:
-        return Check(name, *where, REGRESSION, False, f"BLOCK: {exc} [{against}]", arm=arm)
+        return check(name, where, REGRESSION, False, f"BLOCK: {exc} [{against}]", arm=arm)
     tolerance = sla.max_acceptance_drop
     decision = decide(
         estimate.estimate,
@@ -77,9 +75,9 @@ def acceptance_check(
         f"{percent(estimate.estimate)} (upper bound {percent(decision.upper)}, {estimate.how}) vs allowed "
         f"{tolerance:.0%}; would catch a drop ≥ {decision.mde:.1%}{needed}{hint if needed else ''} [{against}]"
     )
-    return Check(
+    return check(
         name,
-        *where,
+        where,
         REGRESSION,
         decision.outcome == "PASS",
         message,

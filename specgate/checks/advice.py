@@ -13,37 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Against, Check, Outcome
-from specgate.comparison import ACCEPTANCE, OUTPUT_DRIFT, TASK_ACCURACY, split_key
-
-
-def _kind(check: Check) -> str:
-    outcome = check.outcome
-    compared = check.compared
-    metric = split_key(check.name if compared is None else compared.statistic)[1]
-    if check.category == INFRASTRUCTURE:
-        return "infrastructure"
-    if check.details.get("ladder") and outcome is not None:  # a step against its stored self
-        return {Outcome.BLOCK: "ladder regressed", Outcome.NOT_COMPARABLE: "other engine"}.get(outcome, "baseline")
-    if check.details.get("ladder"):
-        return "ladder unscored" if check.details.get("unscored") else "ladder"
-    if check.category == SLA:
-        return "sla"
-    if outcome is Outcome.NOT_COMPARABLE:
-        return "not comparable" if check.details.get("what", "latency") == "latency" else "other engine"
-    if outcome is Outcome.UNKNOWN:
-        return "undecided"
-    if outcome in (Outcome.NO_BASELINE, Outcome.UNUSABLE_BASELINE):
-        return "baseline"
-    if check.category == DRIFT or metric == OUTPUT_DRIFT:
-        return "outputs"
-    if metric == TASK_ACCURACY:
-        return "accuracy"
-    if metric == ACCEPTANCE:
-        return "acceptance"
-    if outcome is Outcome.BLOCK:
-        return "latency"
-    return "baseline" if check.category == REGRESSION else "other"
+from specgate.checks import Against, Check, Failure
 
 
 def _beside(check: Check) -> bool:
@@ -78,12 +48,12 @@ def _latency(checks: list[Check], hardware: str) -> str:
     return f"latency regression on {_where(worst)}: {metrics} (tolerance {tolerance:.0%}), {how}"
 
 
-def _one(kind: str, checks: list[Check], hardware: str) -> str:
+def _one(kind: Failure, checks: list[Check], hardware: str) -> str:
     first = checks[0]
     names = ", ".join(c.name for c in checks)
-    if kind == "latency":
+    if kind is Failure.LATENCY:
         return _latency(checks, hardware)
-    if kind == "undecided":
+    if kind is Failure.UNDECIDED:
         beside = all(_beside(c) for c in checks)
         more = (
             "raise gate.max_repetitions or run on a quieter machine"
@@ -95,36 +65,36 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
             f"undecided on {_where(first)} ({names}): the spread of these measurements hides a "
             f"{(first.limit or 0):.0%} change — each check says what would decide it; {more}"
         )
-    if kind == "other engine":
+    if kind is Failure.OTHER_ENGINE:
         return (
             f"no baseline of this engine and dtype for {_where(first)} ({names}): outputs and acceptance are compared "
             "only with runs of the same engine; record one with it (pytest suites/ --hardware="
             f"{hardware} --pair={first.pair} --engine=… --update-baselines) or gate beside a reference measured "
             "in the same run (pairs.<pair>.reference or --reference=PAIR)"
         )
-    if kind == "not comparable":
+    if kind is Failure.NOT_COMPARABLE:
         return (
             f"no latency baseline of this machine for {_where(first)}: record one here "
             f"(pytest suites/ --hardware={hardware} --pair={first.pair} --update-baselines, three runs) or gate "
             "beside the released configuration (pairs.<pair>.reference or --reference=PAIR)"
         )
-    if kind == "acceptance":
+    if kind is Failure.ACCEPTANCE:
         return (
             f"acceptance dropped on {_where(first)} ({first.message.split(' [', 1)[0]}): the draft agrees less with "
             "the target; keep the released draft, or retrain/realign the new one to this target"
         )
-    if kind == "outputs":
+    if kind is Failure.OUTPUTS:
         return (
             f"outputs changed on {_where(first)} ({headline(first.message)}): with the same model files greedy "
             "outputs must not change — a divergence late in a sequence at a near-tie is numerics (compare dtype and "
             "kernels), an early or systematic one is a bug in the speculative path: do not release"
         )
-    if kind == "accuracy":
+    if kind is Failure.ACCURACY:
         return (
             f"task accuracy fell on {_where(first)} ({headline(first.message)}): the new models answer worse; "
             "check the quantization or model files before release"
         )
-    if kind == "sla":
+    if kind is Failure.SLA:
         parts = []
         for c in checks:
             if c.observed is not None and c.limit is not None and c.limit:
@@ -136,13 +106,13 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
             "(sla.rollback_latency_factor, min_speedup, min_acceptance_rate): serve the released configuration or "
             "plain decoding until it holds"
         )
-    if kind == "infrastructure":
+    if kind is Failure.INFRASTRUCTURE:
         return (
             f"the measurement of {_where(first)} is not usable ({headline(first.message)}): fix the engine or server "
             "(the errors are in verdict.json and the pytest output) and run again; the other checks of "
             f"{_where(first)} failed because of it"
         )
-    if kind == "baseline":
+    if kind is Failure.BASELINE:
         return f"baseline problem on {_where(first)}: {headline(first.message)}"
     if kind in LADDER_ADVICE:
         steps = ", ".join(dict.fromkeys(str(c.details.get("step")) for c in checks))
@@ -153,17 +123,17 @@ def _one(kind: str, checks: list[Check], hardware: str) -> str:
 
 # What to do about ladder steps, by kind: not scored in the run, worse than their stored selves, rolled back.
 LADDER_ADVICE = {
-    "ladder unscored": (
+    Failure.LADDER_UNSCORED: (
         "score ladder step(s) {steps} of {where} in the same run: select a workload with reference answers "
         "(task:) or perplexity (perplexity: true) beside the speed workload, e.g. "
         "--workload=ladder_docs,ref_fields,ladder_ppl; a rung judged on speed alone is not a release decision"
     ),
-    "ladder regressed": (
+    Failure.LADDER_REGRESSED: (
         "ladder step(s) {steps} of {where} got worse than in the baseline ({evidence}): the update costs that rung "
         "accuracy or perplexity — find the cause (model files, quantization library, engine version) or release "
         "without the step"
     ),
-    "ladder": (
+    Failure.LADDER: (
         "roll back ladder step(s) {steps} of {where} ({evidence}): release the rung below it, or a milder setting of "
         "that optimisation"
     ),
@@ -178,15 +148,16 @@ def headline(message: str, limit: int = 140) -> str:
 
 def advise(checks: Sequence[Check], errors: Sequence[str], hardware: str) -> list[str]:
     """One recommendation per (pair × workload, kind of failure), then one for infrastructure errors."""
-    groups: dict[tuple[str, str, str], list[Check]] = {}
+    groups: dict[tuple[str, str, Failure], list[Check]] = {}
     for check in checks:
         if not check.passed:
-            groups.setdefault((check.pair, check.workload, _kind(check)), []).append(check)
-    broken = {(pair, workload) for pair, workload, kind in groups if kind == "infrastructure"}
+            groups.setdefault((check.pair, check.workload, check.failure or Failure.OTHER), []).append(check)
+    broken = {(pair, workload) for pair, workload, kind in groups if kind is Failure.INFRASTRUCTURE}
+    # the rest of a broken measurement's failures follow from it
     advice = [
         _one(kind, group, hardware)
         for (pair, workload, kind), group in groups.items()
-        if kind == "infrastructure" or (pair, workload) not in broken  # the rest follows from the broken measurement
+        if kind is Failure.INFRASTRUCTURE or (pair, workload) not in broken
     ]
     if errors:
         advice.append(

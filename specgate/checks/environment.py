@@ -15,7 +15,7 @@ driver, the model files' hashes) with what the newest stored baseline recorded f
 
 from __future__ import annotations
 
-from specgate.checks import REGRESSION, Check, baseline_key
+from specgate.checks import REGRESSION, Check, baseline_key, check
 from specgate.checks.regression import Levels, latency_check
 from specgate.checks.subject import Subject
 from specgate.comparison import TPOT, TTFT, clock_of, history
@@ -57,13 +57,13 @@ def environment_check(subject: Subject, policy: GatePolicy, levels: Levels) -> C
     reference = dict(plan.beside).get(plan.released)
     stored = baseline.runs[-1]
     if reference is None or reference not in record.arms:
-        return Check(name, *where, REGRESSION, True, "no reference arm of the released arm: nothing to compare")
+        return check(name, where, REGRESSION, True, "no reference arm of the released arm: nothing to compare")
     changes = runtime_changes(record, reference, stored)
     source = f"baseline {subject.source}"
     if not changes:
-        return Check(
+        return check(
             name,
-            *where,
+            where,
             REGRESSION,
             True,
             f"PASS: the released configuration ({reference}) runs in the runtime the baseline recorded "
@@ -88,9 +88,9 @@ def environment_check(subject: Subject, policy: GatePolicy, levels: Levels) -> C
             f"{policy.min_history_runs} times, before the change), or gate against a reference served in the "
             f"released runtime (an openai pair whose endpoint runs the released build) [{source}]"
         )
-        return Check(
+        return check(
             name,
-            *where,
+            where,
             REGRESSION,
             False,
             message,
@@ -118,7 +118,7 @@ def _against_history(
             parts.append(f"{metric.name}: cannot be compared ({exc})")
             outcomes.append("UNKNOWN")
             continue
-        check = latency_check(
+        judged = latency_check(
             baseline_key(ENVIRONMENT).name,
             (plan.pair, plan.workload),
             metric,
@@ -128,15 +128,14 @@ def _against_history(
             f"this machine's history of {plan.released}",
             arm=plan.released,
         )
-        outcomes.append(str(check.details["outcome"]))
-        parts.append(f"{metric.name} of {reference} against {len(runs)} stored runs: {check.message}")
+        outcomes.append(str(judged.details["outcome"]))
+        parts.append(f"{metric.name} of {reference} against {len(runs)} stored runs: {judged.message}")
     worst = "BLOCK" if "BLOCK" in outcomes else "UNKNOWN" if "UNKNOWN" in outcomes else "PASS"
     head = {"PASS": "PASS", "BLOCK": "REGRESSED", "UNKNOWN": "BLOCK: UNKNOWN"}[worst]
     message = f"{head}: the runtime changed ({'; '.join(changes)}); " + " | ".join(parts)
-    return Check(
+    return check(
         baseline_key(ENVIRONMENT).name,
-        plan.pair,
-        plan.workload,
+        (plan.pair, plan.workload),
         REGRESSION,
         worst == "PASS",
         message,

@@ -18,7 +18,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Against, Check, Outcome, baseline_key
+from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Against, Check, Outcome, baseline_key, check
 from specgate.checks.acceptance import acceptance_check
 from specgate.checks.beside import _resamples, beside, samples_for
 from specgate.checks.environment import ENVIRONMENT, environment_check
@@ -83,10 +83,9 @@ def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy, 
     head = "not gated (latency_baseline: optional)" if optional else "BLOCK"
     message = f"{head}: {what} not comparable — {reason} — {fix} [baseline {subject.source}]"
     arm, _ = split_key(key, plan.released)
-    return Check(
+    return check(
         baseline_key(key).name,
-        plan.pair,
-        plan.workload,
+        (plan.pair, plan.workload),
         REGRESSION,
         optional,
         message,
@@ -279,7 +278,7 @@ def _history_grows(subject: Subject, key: str, stored: int, policy: GatePolicy) 
         f"compared with; nothing to compare yet [baseline {subject.source}]"
     )
     arm, _ = split_key(key, plan.released)
-    return Check(baseline_key(key).name, plan.pair, plan.workload, REGRESSION, True, message, arm=arm)
+    return check(baseline_key(key).name, (plan.pair, plan.workload), REGRESSION, True, message, arm=arm)
 
 
 def _environment(plan: MeasurementPlan) -> list[str]:
@@ -293,10 +292,9 @@ def broken_baseline(subject: Subject, error: Exception) -> Results:
     results: Results = {}
     for key in [*latency_keys(plan, beside=False), OUTPUT_DRIFT, TASK_ACCURACY, *_environment(plan)]:
         arm, _ = split_key(key, plan.released)
-        results[baseline_key(key)] = Check(
+        results[baseline_key(key)] = check(
             baseline_key(key).name,
-            plan.pair,
-            plan.workload,
+            (plan.pair, plan.workload),
             REGRESSION,
             False,
             f"BLOCK: {error}",
@@ -322,18 +320,17 @@ def no_baseline(subject: Subject, update: bool, hardware: str, record_missing: s
                 else f"no baseline yet (a new pair or workload): this run, if it passes, is recorded to {where}; "
                 f"commit it as {subject.source} to gate later runs against it"
             )
-            results[baseline_key(key)] = Check(
-                baseline_key(key).name, plan.pair, plan.workload, REGRESSION, True, message, arm=arm
+            results[baseline_key(key)] = check(
+                baseline_key(key).name, (plan.pair, plan.workload), REGRESSION, True, message, arm=arm
             )
         else:
             message = (
                 f"BLOCK: no baseline for {hardware}/{plan.pair}/{plan.workload} ({subject.source}) — run the reference "
                 "build with --update-baselines"
             )
-            results[baseline_key(key)] = Check(
+            results[baseline_key(key)] = check(
                 baseline_key(key).name,
-                plan.pair,
-                plan.workload,
+                (plan.pair, plan.workload),
                 REGRESSION,
                 False,
                 message,

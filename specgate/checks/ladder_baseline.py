@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from specgate.accuracy import TaskAccuracy, compare_accuracy, mcnemar_p
-from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check, RegressionKey, baseline_key
+from specgate.checks import NO_BASELINE, REGRESSION, UNUSABLE_BASELINE, Check, RegressionKey, baseline_key, check
 from specgate.checks.subject import Subject
 from specgate.hardware.fingerprint import Fingerprint
 from specgate.ladder import LadderRow
@@ -205,10 +205,9 @@ def _check(
 ) -> Check:
     plan = subject.plan
     details = {"ladder": True, "step": arm, "outcome": outcome, **(more or {})}
-    return Check(
+    return check(
         ladder_key(arm).name,
-        plan.pair,
-        plan.workload,
+        (plan.pair, plan.workload),
         REGRESSION,
         passed,
         message,

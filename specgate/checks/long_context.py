@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specgate.checks import INFRASTRUCTURE, Check
+from specgate.checks import INFRASTRUCTURE, Check, check
 from specgate.costs.energy import GIB
 from specgate.engines.base import request_metrics
 from specgate.evaluation import Evaluation
@@ -102,10 +102,9 @@ def context_coverage(where: tuple[str, str], points: Sequence[ContextPoint], min
         message = "BLOCK: long-context coverage: " + "; ".join(problems)
     else:
         message = f"{len(points)} context lengths, all {done} requests completed: {describe_points(points)}"
-    return Check(
+    return check(
         "context_coverage",
-        where[0],
-        where[1],
+        where,
         INFRASTRUCTURE,
         not problems,
         message,
@@ -132,10 +131,9 @@ def ttft_growth(where: tuple[str, str], points: Sequence[ContextPoint]) -> Check
             if not long.ttft_ms.get(arm, 0.0) > short.ttft_ms.get(arm, float("inf"))
         ]
     head = "BLOCK: TTFT does not grow with context length: " + "; ".join(problems) if problems else "TTFT grows"
-    return Check(
+    return check(
         "ttft_growth",
-        where[0],
-        where[1],
+        where,
         INFRASTRUCTURE,
         not problems,
         f"{head} ({describe_points(points)})",

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specgate.accuracy import TaskAccuracy, compare_accuracy
-from specgate.checks import DRIFT, REGRESSION, Against, Check, RegressionKey
+from specgate.checks import DRIFT, REGRESSION, Against, Check, RegressionKey, check
 from specgate.checks.family import family_significance
 from specgate.comparison import (
     ACCEPTANCE,
@@ -194,10 +194,9 @@ def latency_check(
         f"{text}. {label}{clock} {_fmt(estimate.before, metric.unit)} → {_fmt(estimate.after, metric.unit)}, "
         f"{estimate.how}, against {against}"
     )
-    return Check(
+    return check(
         name,
-        where[0],
-        where[1],
+        where,
         REGRESSION,
         outcome == "PASS",
         message,
@@ -251,7 +250,7 @@ def output_drift_check(
     """Greedy outputs against the other side's. With the same model files they must not drift beyond the SLA
     (greedy decoding is deterministic); with other files drift is expected and reported, and accuracy decides."""
     if before is None or after is None:
-        return Check(name, *where, REGRESSION, False, f"BLOCK: no outputs to compare [{against}]", arm=arm)
+        return check(name, where, REGRESSION, False, f"BLOCK: no outputs to compare [{against}]", arm=arm)
     common, changed = changed_outputs(before, after)
     share = len(changed) / len(common) if common else 1.0
     ok = bool(common) and (share <= sla.max_drift or not same_models)
@@ -273,9 +272,9 @@ def output_drift_check(
         f"outputs: {len(changed)}/{len(common)} requests changed ({share:.1%}, SLA {sla.max_drift:.1%}; {reason})"
         f"{detail} [{against}]"
     )
-    return Check(
+    return check(
         name,
-        *where,
+        where,
         REGRESSION if same_models else DRIFT,
         ok,
         message,
@@ -303,11 +302,11 @@ def accuracy_check(
             f"BLOCK: no task accuracy to compare ({against} has {'none' if before is None else 'one'}; this run "
             f"{'none' if after is None else 'one'})"
         )
-        return Check(name, *where, REGRESSION, False, message, arm=arm)
+        return check(name, where, REGRESSION, False, message, arm=arm)
     passed, message = compare_accuracy(before, after, sla.max_accuracy_drop)
-    return Check(
+    return check(
         name,
-        *where,
+        where,
         REGRESSION,
         passed,
         f"{message} [{against}]",

@@ -3,7 +3,7 @@ against the memory-bandwidth roofline. Both report rather than limit: they block
 
 from __future__ import annotations
 
-from specgate.checks import INFRASTRUCTURE, Check
+from specgate.checks import INFRASTRUCTURE, Check, check
 from specgate.costs.energy import EnergyReport
 from specgate.costs.roofline import Roofline
 from specgate.evaluation import Evaluation
@@ -31,7 +31,7 @@ def energy_check(where: tuple[str, str], report: EnergyReport | None) -> Check:
         ]
     if report is None or missing:
         message = "BLOCK: cost/energy per 1k tokens not reported: " + "; ".join(missing)
-        return Check("cost_energy_reported", where[0], where[1], INFRASTRUCTURE, False, message)
+        return check("cost_energy_reported", where, INFRASTRUCTURE, False, message)
     ref, cand = report.arms[report.reference], report.arms[report.candidate]
     kind = "estimated from profile power" if report.estimated else f"measured ({report.telemetry})"
     message = (
@@ -39,10 +39,9 @@ def energy_check(where: tuple[str, str], report: EnergyReport | None) -> Check:
         f"{ref.energy_per_1k_tokens_j:.0f} → {cand.energy_per_1k_tokens_j:.0f} J per 1k tokens ({kind}), "
         f"{report.reference} → {report.candidate}: {report.saving_text()}"
     )
-    return Check(
+    return check(
         "cost_energy_reported",
-        where[0],
-        where[1],
+        where,
         INFRASTRUCTURE,
         True,
         message,
@@ -56,7 +55,7 @@ def roofline_check(where: tuple[str, str], roofline: Roofline | None) -> Check:
     """The decode rate of `roofline`'s plain arm is placed against its bound."""
     if roofline is None or roofline.fraction is None or roofline.bound_tokens_per_s is None:
         reason = "no roofline computed" if roofline is None else roofline.note or "no decode rate measured"
-        return Check("roofline_reported", where[0], where[1], INFRASTRUCTURE, False, f"BLOCK: roofline {reason}")
+        return check("roofline_reported", where, INFRASTRUCTURE, False, f"BLOCK: roofline {reason}")
     others = ", ".join(f"{arm} {f:.1%}" for arm, f in roofline.fractions.items() if arm != roofline.reference)
     message = (
         f"decode {roofline.measured_tokens_per_s[roofline.reference]:.1f} tok/s = {roofline.fraction:.1%} of the "
@@ -64,10 +63,9 @@ def roofline_check(where: tuple[str, str], roofline: Roofline | None) -> Check:
         f"{(roofline.weight_bytes or 0) / 1e6:.0f} MB + KV {roofline.kv_bytes_per_token} B/token × "
         f"{roofline.mean_context_tokens:.0f} tokens; arm {roofline.reference}{'; ' + others if others else ''})"
     )
-    return Check(
+    return check(
         "roofline_reported",
-        where[0],
-        where[1],
+        where,
         INFRASTRUCTURE,
         True,
         message,
