@@ -1,5 +1,6 @@
 """JUnit XML of a gate run (`--junitxml`), read back with junitparser as a CI's test view reads it: one testcase per
-check named hardware / pair / workload / check, the failed check's evidence as its failure message, a check whose
+check named hardware / pair / workload / check, the failed check's evidence as its failure message and its kind as
+the failure's type, a check whose
 measurement broke as an error under the same name, and other tests under pytest's own names."""
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def test_one_testcase_per_check_named_by_hardware_pair_workload_and_check(
     evidence = next(c["message"] for c in verdict["checks"] if c["name"] == "speedup")
     assert type(failure).__name__ == "Failure"
     assert failure.message == f"Failed: {evidence}"
+    assert failure.type == "sla"  # the kind of failure, from the check, not from its message
     assert evidence.startswith("speedup S 0.")
     assert speedup.classname == "suites.test_sla"
     for name in expected - {"cpu / fake-pair / docs / speedup"}:

@@ -28,7 +28,7 @@ from specgate.config import GatePolicy, SlaLimits
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
 from specgate.evaluation import Evaluation
-from specgate.pytest_plugins.allure import categories, environment_properties, literal
+from specgate.pytest_plugins.allure import KNOWN_SHAPES, categories, environment_properties, literal
 from specgate.reports.benchmark import benchmark_stats
 from specgate.reports.plots import drift_html, evaluation_plots
 
@@ -340,20 +340,49 @@ def test_allure_attachment_failure_is_a_warning(
 
 
 def test_categories_match_only_their_own_failures() -> None:
-    from specgate.checks import Check
+    from specgate.checks import Check, Failure
 
     checks = [
         Check("p99_ttft", "p", "w", "sla", False, "P99 TTFT 912 ms > SLA 800 ms (n=64; x|y [z] {a} 1+1?)"),
         Check("samples", "p", "w", "infrastructure", False, "BLOCK: cannot measure reliably: arm spec: 3 < 4"),
-        Check("regression:ttft_ms", "p", "w", "regression", False, "REGRESSED: TTFT +12.0% (p=0.001)"),
+        Check(
+            "regression:ttft_ms",
+            "p",
+            "w",
+            "regression",
+            False,
+            "REGRESSED: TTFT +12.0% (p=0.001)",
+            details={"outcome": "BLOCK"},
+        ),
+        Check(
+            "reference:tpot_ms", "p", "w", "regression", False, "BLOCK: UNKNOWN: +3 %", details={"outcome": "UNKNOWN"}
+        ),
+        Check(
+            "reference:acceptance_rate",
+            "p",
+            "w",
+            "regression",
+            False,
+            "REGRESSED: acceptance rate 0.7 → 0.5",
+            details={"outcome": "BLOCK"},
+        ),
+        Check("reference:ttft_ms", "p", "w", "regression", True, "PASS: +0.1 %", details={"outcome": "PASS"}),
     ]
+    kinds = [c.failure for c in checks]
+    assert kinds == [Failure.SLA, Failure.INFRASTRUCTURE, Failure.LATENCY, Failure.UNDECIDED, Failure.ACCEPTANCE, None]
     found = {c["name"]: c.get("messageRegex") for c in categories(checks) if "failed" in c["matchedStatuses"]}
-    for check in checks:
+    for check in checks[:-1]:
         matching = [name for name, regex in found.items() if re.fullmatch(regex or ".*", f"Failed: {check.message}")]
-        assert len(matching) == 1, (check.message, matching)
+        assert matching == [check.failure.heading], (check.message, matching)  # type: ignore[union-attr]
+    assert not [name for name, regex in found.items() if re.fullmatch(regex or ".*", "Failed: PASS: +0.1 %")]
     assert literal("a.b(c)") == r"a\.b\(c\)"
     broken = [c for c in categories(checks) if c["matchedStatuses"] == ["broken"]]
     assert broken == [{"name": "Infrastructure error", "matchedStatuses": ["broken"]}]
+    # the known shapes of each kind match no other kind's messages (a result falls in one category)
+    for kind, shapes in KNOWN_SHAPES.items():
+        for shape in shapes:
+            matching = [name for name, regex in found.items() if re.fullmatch(regex or ".*", f"{shape}…")]
+            assert matching == [kind.heading], (shape, matching)
 
 
 def test_environment_properties_are_ascii_and_escaped() -> None:

@@ -9,8 +9,9 @@ Active only when allure-pytest is installed and `--alluredir` is given (see `spe
   that pair × workload, stored once): the metrics table of all arms (HTML), the plots (PNG) and, when outputs
   differ, the first divergences side by side (HTML);
 - at the end `environment.properties` (hardware, engines, machine fingerprint, versions, model hashes, git commit)
-  and `categories.json` (SLA breach, regression against baseline, drift, infrastructure error), matched on the
-  failure messages the gate produced in this run and on the known shapes of its messages.
+  and `categories.json`, one category per kind of failure (`specgate.checks.Failure`: SLA breach, latency
+  regression, undecided, acceptance drop, drift, a missing baseline, infrastructure error, …), matched on the
+  failure messages the gate produced in this run, each under its check's kind, and on the known shapes of them.
 """
 
 from __future__ import annotations
@@ -25,23 +26,17 @@ from typing import Any, cast
 import pytest
 
 from specgate import __version__
-from specgate.checks import DRIFT, INFRASTRUCTURE, REGRESSION, SLA, Check
+from specgate.checks import Check, Failure
 from specgate.evaluation import Evaluation
 from specgate.pytest_plugins.items import item_target
 from specgate.reports.provenance import commit_info
 from specgate.run import GateRun
 from specgate.store.codec import dumps
 
-CATEGORY_NAMES = {
-    SLA: "SLA breach",
-    REGRESSION: "Regression against baseline",
-    DRIFT: "Drift: output differs from the reference",
-    INFRASTRUCTURE: "Infrastructure error",
-}
-# Message shapes of specgate's checks (`specgate.checks`), for results of other runs that
-# share the results folder; this run's own failure messages are matched exactly as well.
-KNOWN_SHAPES = {
-    SLA: (
+# Message shapes of each kind of failure (`specgate.checks.Failure`), for results of other runs that share the
+# results folder; no two kinds share a shape. This run's own failure messages are matched exactly, under their kind.
+KNOWN_SHAPES: dict[Failure, tuple[str, ...]] = {
+    Failure.SLA: (
         "P99 TTFT ",
         "decode rate ",
         "speedup S ",
@@ -51,9 +46,12 @@ KNOWN_SHAPES = {
         "BLOCK: speedup could not ",
         "BLOCK: arm ",
     ),
-    REGRESSION: ("REGRESSED: ", "acceptance rate 0.", "acceptance rate 1."),
-    DRIFT: ("greedy drift ", "BLOCK: no request completed in both arms"),
-    INFRASTRUCTURE: ("BLOCK: cannot measure reliably",),
+    Failure.LATENCY: ("REGRESSED: +",),
+    Failure.UNDECIDED: ("BLOCK: UNKNOWN",),
+    Failure.ACCEPTANCE: ("REGRESSED: acceptance rate ", "REGRESSED: per-position acceptance "),
+    Failure.OUTPUTS: ("greedy drift ", "BLOCK: no request completed in both arms"),
+    Failure.LADDER_REGRESSED: ("REGRESSED: step ",),
+    Failure.INFRASTRUCTURE: ("BLOCK: cannot measure reliably",),
 }
 ANY = r"[\s\S]*"
 
@@ -64,16 +62,17 @@ def literal(text: str) -> str:
 
 
 def categories(checks: Sequence[Check]) -> list[dict[str, Any]]:
-    """Allure's `categories.json`: one category per kind of gate failure, broken tests as infrastructure."""
+    """Allure's `categories.json`: one category per kind of gate failure (`Check.failure`) that this run had or that
+    has a known message shape, broken tests as infrastructure."""
     result = []
-    for category, name in CATEGORY_NAMES.items():
-        messages = dict.fromkeys(c.message for c in checks if not c.passed and c.category == category)
-        alternatives = [literal(m) + ANY for m in messages] + [literal(s) + ANY for s in KNOWN_SHAPES[category]]
-        result.append(
-            {"name": name, "matchedStatuses": ["failed"], "messageRegex": f"(?:Failed: )?(?:{'|'.join(alternatives)})"}
-        )
+    for kind in Failure:
+        messages = dict.fromkeys(c.message for c in checks if c.failure is kind)
+        alternatives = [literal(m) + ANY for m in messages] + [literal(s) + ANY for s in KNOWN_SHAPES.get(kind, ())]
+        if alternatives:
+            regex = f"(?:Failed: )?(?:{'|'.join(alternatives)})"
+            result.append({"name": kind.heading, "matchedStatuses": ["failed"], "messageRegex": regex})
     # an exception outside a check (engine crash, timeout, bad config) makes the test broken, not failed
-    result.append({"name": CATEGORY_NAMES[INFRASTRUCTURE], "matchedStatuses": ["broken"]})
+    result.append({"name": Failure.INFRASTRUCTURE.heading, "matchedStatuses": ["broken"]})
     return result
 
 

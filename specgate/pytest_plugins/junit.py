@@ -17,6 +17,7 @@ import pytest
 from specgate.pytest_plugins.items import ITEM_CHECK, item_target
 
 REPORT_ATTRIBUTE = "specgate_junit_name"
+FAILURE_ATTRIBUTE = "specgate_failure"
 MARKER = "specgate_check"
 
 
@@ -50,6 +51,9 @@ class JunitNames:
         name = junit_name(item, self.hardware) if item.get_closest_marker("gate") else None
         if name is not None:
             setattr(report, REPORT_ATTRIBUTE, name)
+        check = item.stash.get(ITEM_CHECK, None)
+        if report.failed and report.when == "call" and check is not None and check.failure is not None:
+            setattr(report, FAILURE_ATTRIBUTE, check.failure.value)
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -58,6 +62,16 @@ class JunitNames:
         writer = _junit_writer(self.config)
         if isinstance(name, str) and writer is not None:
             writer.node_reporter(report).add_attribute("name", name)
+
+    @pytest.hookimpl(trylast=True, specname="pytest_runtest_logreport")
+    def pytest_runtest_logreport_failure_type(self, report: pytest.TestReport) -> None:
+        """The kind of failure as the `type` of the failure element pytest's writer has just added."""
+        kind = getattr(report, FAILURE_ATTRIBUTE, None)
+        writer = _junit_writer(self.config)
+        if isinstance(kind, str) and writer is not None:
+            failures = [node for node in writer.node_reporter(report).nodes if node.tag == "failure"]
+            if failures:
+                failures[-1].set("type", kind)
 
 
 def _junit_writer(config: pytest.Config) -> Any:
