@@ -6,7 +6,7 @@
 #   bash scripts/compare_revisions.sh OLD_REV [VERDICT.json …] [-- RECORD.json …]
 #
 # VERDICT.json: `specgate report` rebuilds summary.md, metrics.prom, benchmark.json (machine info aside) and the
-# terminal summary from it. RECORD.json: reference-mode run records (reports/runs/…), judged beside the reference by
+# terminal summary from it, and the advice of its failed checks is chosen again (`specgate.checks.advice.advise`). RECORD.json: reference-mode run records (reports/runs/…), judged beside the reference by
 # scripts/replay_records.py. With DIFF="BASELINE=RUN …" in the environment, each `specgate baseline diff BASELINE RUN`
 # (the checks against the stored baseline) is compared too. Exit status 1 when anything differs.
 set -euo pipefail
@@ -24,6 +24,9 @@ work=$(mktemp -d)
 trap 'git -C "$here" worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 git -C "$here" worktree add -q --detach "$work/old" "$old_rev"
 cli='import sys; from specgate.cli import main; sys.exit(main(sys.argv[1:]))'
+advice='import sys; from pathlib import Path; from specgate.checks.advice import advise
+from specgate.reports.document import load_document
+d = load_document(Path(sys.argv[1])); print("\n".join(advise(d.checks, d.errors, d.hardware)))'
 differs=0
 for i in "${!verdicts[@]}"; do
   for side in old new; do
@@ -33,8 +36,9 @@ for i in "${!verdicts[@]}"; do
       --results "$work/none" | grep -v "^reports rebuilt in" > "$work/$side-$i/terminal.txt" || true)
     "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('machine_info', None); d.pop('datetime', None);
 print(json.dumps(d, sort_keys=True))" "$work/$side-$i/benchmark.json" > "$work/$side-$i/benchmark.norm"
+    (cd "$src" && PYTHONPATH=$src "$py" -c "$advice" "${verdicts[i]}" > "$work/$side-$i/advice.txt")
   done
-  for f in summary.md metrics.prom benchmark.norm terminal.txt; do
+  for f in summary.md metrics.prom benchmark.norm terminal.txt advice.txt; do
     if cmp -s "$work/old-$i/$f" "$work/new-$i/$f"; then echo "same  ${verdicts[i]}: $f"
     else echo "DIFF  ${verdicts[i]}: $f"; diff "$work/old-$i/$f" "$work/new-$i/$f" | head -5; differs=1; fi
   done
