@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from specgate.errors import ConfigError, did_you_mean
 
@@ -47,15 +48,28 @@ class BackendSpec:
     device_label: str = ""
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Spec = TypeVar("_Spec", bound=_Named)
+
+
+def _add(table: dict[str, _Spec], what: str, spec: _Spec) -> _Spec:
+    """Add `spec` to `table` under its name (a name may be registered once)."""
+    if spec.name in table:
+        raise ValueError(f"{what} {spec.name!r} is registered twice")
+    table[spec.name] = spec
+    return spec
+
+
 _BACKENDS: dict[str, BackendSpec] = {}
 
 
 def register_backend(spec: BackendSpec) -> BackendSpec:
     """Add a hardware backend to the registry (a name may be registered once)."""
-    if spec.name in _BACKENDS:
-        raise ValueError(f"backend {spec.name!r} is registered twice")
-    _BACKENDS[spec.name] = spec
-    return spec
+    return _add(_BACKENDS, "backend", spec)
 
 
 def backend_names() -> tuple[str, ...]:
@@ -119,10 +133,7 @@ _REGISTRY: dict[str, EngineSpec] = {}
 
 def register(spec: EngineSpec) -> EngineSpec:
     """Add an engine to the registry (a name may be registered once)."""
-    if spec.name in _REGISTRY:
-        raise ValueError(f"engine {spec.name!r} is registered twice")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return _add(_REGISTRY, "engine", spec)
 
 
 register(
