@@ -217,7 +217,18 @@ def test_a_foreign_server_on_the_port_is_not_taken_for_ours(tmp_path: Path, pids
         foreign.stop()
 
 
-@pytest.mark.parametrize(("mode", "message"), [("exit", "exited with status 1"), ("never-ready", "not ready within")])
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        # the server's own reason on the first line, the line a user reads in the terminal
+        (
+            "exit",
+            r"exited with status 1 before it was ready \(Value error, Total number of attention heads \(9\) must "
+            r"be divisible by tensor parallel size \(2\)\.\); its log ends:\n",
+        ),
+        ("never-ready", "not ready within"),
+    ],
+)
 def test_a_server_that_does_not_start_fails_with_its_log(
     tmp_path: Path, model: Path, pids: Path, monkeypatch: pytest.MonkeyPatch, mode: str, message: str
 ) -> None:
@@ -363,3 +374,20 @@ def test_the_terminal_summary_prints_the_instance_notes() -> None:
     document = VerdictDocument(1, "PASS", "cpu", "0", "now", commit, ("cand",), ("w",), (), (), (), (), (record,))
     lines = verdict_lines(document)
     assert "  spec+ref-spec: 2 instance(s) (the same configuration: one instance serves them all)" in lines
+
+
+def test_the_error_a_user_reads_names_the_servers_root_cause_not_its_wrapper() -> None:
+    from specgate.engines.server_process import last_error
+
+    log = (
+        "(EngineCore pid=1) ERROR [core.py:1510] EngineCore failed to start.\n"
+        "(EngineCore pid=1) ERROR [core.py:1510]     raise ValueError(\n"
+        "(EngineCore pid=1) ERROR [core.py:1510] ValueError: current platform cpu does not support ray.\n"
+        "Traceback (most recent call last):\n"
+        '  File "utils.py", line 1431, in wait_for_engine_startup\n'
+        "    raise RuntimeError(\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+    )
+    assert last_error(log) == "ValueError: current platform cpu does not support ray."
+    assert last_error("INFO starting\nINFO shutting down\n") == ""
+    assert last_error("OSError: " + "x" * 300, limit=40).endswith("…")

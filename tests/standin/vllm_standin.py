@@ -109,8 +109,13 @@ def main() -> None:
     if pids:
         with open(pids, "a") as out:
             out.write(f"{os.getpid()}\n")
-    if mode == "exit":
-        sys.exit("stand-in: configured to fail")
+    if mode == "exit":  # as vLLM fails on a layout the model cannot take
+        sys.exit(
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\n"
+            "  Value error, Total number of attention heads (9) must be divisible by tensor parallel size (2). "
+            "[type=value_error, input_value=ArgsKwargs((), {'model_config': ...}), input_type=ArgsKwargs]\n"
+            "    For further information visit https://errors.pydantic.dev/2.14/v/value_error"
+        )
     taken = os.environ.get("STANDIN_TAKEN")
     if mode == "port-taken" and taken and os.path.exists(taken):
         os.unlink(taken)
