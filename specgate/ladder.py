@@ -49,6 +49,15 @@ KV_BYTES = {
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentPerplexity:
+    """A rung's perplexity on one long document (a 4k or 8k-token contract): quantization costs grow with context."""
+
+    document: str
+    tokens: int
+    perplexity: float
+
+
+@dataclass(frozen=True, slots=True)
 class LadderRow:
     """One rung: what it gained, what it cost, and its verdict (`reasons` say why)."""
 
@@ -77,6 +86,7 @@ class LadderRow:
     perplexity_rise: float | None = None
     agreement: float | None = None
     limits: LadderLimits | None = None
+    perplexity_by_document: tuple[DocumentPerplexity, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +161,11 @@ def summarize_ladder(
     return tuple(rows)
 
 
+def _by_document(ppl: Perplexity) -> tuple[DocumentPerplexity, ...]:
+    named = zip(ppl.document_ids, ppl.tokens_per_document, ppl.per_document, strict=False)
+    return tuple(DocumentPerplexity(document, tokens, value) for document, tokens, value in named)
+
+
 def _p99(summary: ArmSummary, metric: str) -> float | None:
     distribution = getattr(summary, metric)
     return None if distribution is None else float(distribution.p99)
@@ -204,6 +219,7 @@ def _row(
         perplexity_rise=rise,
         agreement=None if arm == full else agreement(measurement, arm, full),
         limits=limits,
+        perplexity_by_document=() if ppl is None else _by_document(ppl),
     )
     if limits is None:
         return row

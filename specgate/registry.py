@@ -128,6 +128,7 @@ class EngineSpec:
 
 _QUANTO = ("optimum.quanto", "pip install optimum-quanto")
 _TORCHAO = ("torchao", "pip install --no-deps torchao  (--no-deps keeps the pinned torch)")
+_HQQ = ("hqq", "pip install hqq  (after torch==2.13.0 on CPU, so pip keeps it)")
 _REGISTRY: dict[str, EngineSpec] = {}
 
 
@@ -146,7 +147,10 @@ register(
         load_mode=False,
         description="Hugging Face transformers, assisted generation (CPU, CUDA, Ascend)",
         optimisations={
-            "kv_cache": Capability({"quanto": ("int4", "int2")}, {"quanto": _QUANTO}),
+            # int8 only through HQQ (quanto's cache has 2 and 4 bits); int4 and int2 default to quanto
+            "kv_cache": Capability(
+                {"quanto": ("int4", "int2"), "hqq": ("int8", "int4", "int2")}, {"quanto": _QUANTO, "hqq": _HQQ}
+            ),
             "weights": Capability(
                 {"torchao": ("int8",), "quanto": ("int8", "int4", "int2")}, {"torchao": _TORCHAO, "quanto": _QUANTO}
             ),

@@ -130,6 +130,8 @@ def test_the_ladder_rolls_back_a_step_that_loses_accuracy_and_passes_one_that_do
             "*RECOMMENDATION: ladder step 1 kv-int4 on fake-pair/docs is not worth it*",
         ]
     )
+    per_document = "ar 10.00 · kv-int4 10.20 (+0.20) · w-int8 10.30 (+0.30) · w-int2 31.00 (+21.00)"
+    result.stdout.fnmatch_lines([f"*perplexity on * tokens): {per_document}"])
     verdict = json.loads((ladder_project / "reports" / "verdict.json").read_text())
     rows = {r["arm"]: r for r in evaluation_of(verdict, "fake-pair", "math")["ladder"]}
     assert list(rows) == ["ar", "kv-int4", "w-int8", "w-int2"]
@@ -143,6 +145,9 @@ def test_the_ladder_rolls_back_a_step_that_loses_accuracy_and_passes_one_that_do
     assert docs["kv-int4"]["verdict"] == NOT_WORTH_IT and docs["w-int8"]["verdict"] == PASS
     long = {r["arm"]: r for r in evaluation_of(verdict, "fake-pair", "long")["ladder"]}
     assert long["w-int2"]["perplexity_rise"] == pytest.approx(21.0) and long["kv-int4"]["verdict"] == PASS
+    documents = long["w-int2"]["perplexity_by_document"]
+    assert len(documents) == len(long["ar"]["perplexity_by_document"]) > 1
+    assert all(d["perplexity"] == pytest.approx(31.0) and d["tokens"] > 0 for d in documents)
     # the ladder is stored with the run, in the baselines' format, and reads back step by step
     from specgate.store.baselines import load_baseline
 
@@ -151,6 +156,7 @@ def test_the_ladder_rolls_back_a_step_that_loses_accuracy_and_passes_one_that_do
     assert set(stored.accuracy) >= {"kv-int4", "w-int8", "w-int2"}
     summary = (ladder_project / "reports" / "summary.md").read_text()
     assert "### Speed-versus-accuracy ladder" in summary and "| 3 | w-int2 |" in summary
+    assert f"tokens): {per_document}" in summary
     # every ladder report is rebuilt from verdict.json alone
     (ladder_project / "reports" / "summary.md").unlink()
     capsys.readouterr()
@@ -213,7 +219,8 @@ def test_an_arm_the_engine_cannot_run_is_a_usage_error_listing_what_it_can(tmp_p
     assert "pairs.p.arms.batch-8.batching: engine 'transformers' cannot run a batching arm" in message
     assert "it runs: kv_cache, weights" in message
     message = _usage_error(_config(tmp_path, "kv-fp8: {speculation: null, kv_cache: {dtype: fp8}}"))
-    assert "fp8 through 'vllm' is not supported by engine 'transformers'; it runs quanto: int4, int2" in message
+    runs = "it runs quanto: int4, int2; hqq: int8, int4, int2"
+    assert f"fp8 through 'vllm' is not supported by engine 'transformers'; {runs}" in message
 
 
 def test_a_missing_quantization_library_is_a_usage_error_with_its_install_command(

@@ -1,6 +1,7 @@
 """The ladder's real arms on the embedded SmolLM2-135M-Instruct (transformers engine, CPU): an int4 KV cache through
-optimum-quanto, int8 weights through torchao, int2 weights through optimum-quanto, and perplexity read through each
-arm's own weights and cache. Marked `model`; small (two short prompts, one 600-token document)."""
+optimum-quanto, an int8 KV cache through HQQ, int8 weights through torchao, int2 weights through optimum-quanto, and
+perplexity read through each arm's own weights and cache. Marked `model`; small (two short prompts, one 600-token
+document)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ CPU = HardwareProfile(name="cpu", backend="cpu", device="cpu", threads=2, dtype=
 ARMS = {
     "ar": Optimisation(),
     "kv-int4": Optimisation(kv_cache=KvCache("int4", "quanto")),
+    "kv-int8": Optimisation(kv_cache=KvCache("int8", "hqq")),
     "w-int8": Optimisation(weights=Weights("int8", "torchao")),
     "w-int2": Optimisation(weights=Weights("int2", "quanto")),
 }
@@ -34,6 +36,7 @@ ARMS = {
 def engine() -> Iterator[object]:
     needs_module("optimum.quanto", "pip install optimum-quanto")
     needs_module("torchao", "pip install --no-deps torchao")
+    needs_module("hqq", "pip install hqq")
     from specgate.engines.transformers_engine import TransformersEngine
 
     loaded = TransformersEngine(REPO)
@@ -57,6 +60,7 @@ def test_quantized_arms_run_real_kernels_and_the_crude_one_loses_the_model(engin
     assert ppl["ar"].tokens > 500 and 1.0 < full < 100.0
     # the int4 cache is really quantized (the document's later chunks read earlier ones back from it), and mildly
     assert ppl["kv-int4"].value != full and abs(ppl["kv-int4"].value - full) < 0.25 * full
+    assert ppl["kv-int8"].value != full and abs(ppl["kv-int8"].value - full) < 0.05 * full  # HQQ int8: closer still
     assert abs(ppl["w-int8"].value - full) < 0.1 * full  # int8 weight-only keeps the model
     assert ppl["w-int2"].value > 3 * full  # int2 weights do not
     prompt = Prompt("apples", "Tom has 3 apples and buys 4 more. How many apples does Tom have now?", 16)

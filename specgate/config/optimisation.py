@@ -90,9 +90,9 @@ OPTIMISATION_KEYS = ("kv_cache", "weights", "batching")
 
 def _backend_default(kind: str, dtype: str) -> str:
     """The backend of `dtype` when the arm names none: the first one, in the engines' registration order, that runs
-    it (int4 KV cache → quanto, int8 weights → torchao, int4/int2 weights → quanto, fp8 or awq → vllm); for a dtype
-    no engine runs, the first backend of the last engine offering the kind (the arm's engine then refuses it, listing
-    what it runs)."""
+    it (int4 KV cache → quanto, int8 KV cache → hqq, int8 weights → torchao, int4/int2 weights → quanto, fp8 or awq →
+    vllm); for a dtype no engine runs, the first backend of the last engine offering the kind (the arm's engine then
+    refuses it, listing what it runs)."""
     offered = [spec.optimisations[kind] for spec in engine_specs() if kind in spec.optimisations]
     for capability in offered:
         for backend, dtypes in capability.choices.items():

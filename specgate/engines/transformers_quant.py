@@ -1,9 +1,10 @@
 """What the transformers engine does for an arm's `kv_cache:` and `weights:` (`specgate.config.optimisation`).
 
 Real kernels from maintained libraries, never simulated rounding:
-- a quantized KV cache is transformers' `QuantizedCache` with the optimum-quanto backend (int4 or int2 per group of
-  64 values; the last 128 tokens stay in full precision until they are flushed into the quantized store). The first
-  call builds quanto's CPU kernels (about two minutes, cached afterwards in torch's extension folder);
+- a quantized KV cache is transformers' `QuantizedCache` with the optimum-quanto backend (int4 or int2) or the HQQ
+  backend (int8, int4, int2), per group of 64 values with a scale and a zero point each; the last 128 tokens stay in
+  full precision until they are flushed into the quantized store. The first quanto call builds its CPU kernels
+  (about two minutes, cached afterwards in torch's extension folder);
 - int8 weight-only is torchao's `Int8WeightOnlyConfig` (`quantize_`); int4 and int2 weights are optimum-quanto's
   `quantize(weights=qint4|qint2)` then `freeze` (torchao's int4 needs a kernel package this CPU build lacks).
   The output head stays in full precision: SmolLM-style models tie it to the input embeddings.

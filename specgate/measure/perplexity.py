@@ -27,15 +27,17 @@ class Perplexity:
     tokens: int
     value: float
     per_document: tuple[float, ...] = ()
+    document_ids: tuple[str, ...] = ()  # the prompts' ids, in the order of `per_document`
+    tokens_per_document: tuple[int, ...] = ()
 
 
-def summarize_perplexity(arm: str, scores: Sequence[tuple[float, int]]) -> Perplexity:
-    """Perplexity from (summed NLL, tokens) per document."""
+def summarize_perplexity(arm: str, scores: Sequence[tuple[float, int]], ids: Sequence[str] = ()) -> Perplexity:
+    """Perplexity from (summed NLL, tokens) per document (`ids` names them)."""
     tokens = sum(n for _, n in scores)
     nll = math.fsum(s for s, _ in scores)
     value = math.exp(nll / tokens) if tokens else float("nan")
     per_document = tuple(math.exp(s / n) if n else float("nan") for s, n in scores)
-    return Perplexity(arm, len(scores), tokens, value, per_document)
+    return Perplexity(arm, len(scores), tokens, value, per_document, tuple(ids), tuple(n for _, n in scores))
 
 
 def measure_perplexity(
@@ -43,5 +45,5 @@ def measure_perplexity(
 ) -> dict[str, Perplexity]:
     """Each ladder arm's perplexity (full precision's too) on the prompts' texts, the long documents."""
     arms = [plan.plain, *(step.arm for step in plan.ladder)]
-    texts = [p.text for p in prompts]
-    return {arm: summarize_perplexity(arm, engine.perplexity(arm, texts, max_tokens=max_tokens)) for arm in arms}
+    texts, ids = [p.text for p in prompts], [p.id for p in prompts]
+    return {arm: summarize_perplexity(arm, engine.perplexity(arm, texts, max_tokens=max_tokens), ids) for arm in arms}

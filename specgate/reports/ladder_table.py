@@ -2,9 +2,9 @@
 
 One row per rung of a pair × workload (full precision first): speed gain over the rung below (paired, 95 % CI) and
 over full precision, peak memory, KV bytes per token, P99 TTFT and TPOT, accuracy and its drop against full
-precision (95 % CI, McNemar), perplexity and its rise, output agreement with full precision, and the verdict. The
-terminal, `summary.md` and the Allure attachment show the same `cells`; `ladder_decisions` is each rung's decision
-across the workloads (ROLL BACK over NOT WORTH IT over PASS).
+precision (95 % CI, McNemar), perplexity and its rise (below the table also per long document), output agreement
+with full precision, and the verdict. The terminal, `summary.md` and the Allure attachment show the same `cells`;
+`ladder_decisions` is each rung's decision across the workloads (ROLL BACK over NOT WORTH IT over PASS).
 """
 
 from __future__ import annotations
@@ -76,6 +76,21 @@ def terminal_lines(record: EvaluationRecord) -> list[str]:
     lines = [f"  ladder {record.pair} / {record.workload}:"]
     lines += ["    " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in table]
     lines += [f"    step {r.step} {r.arm}: {r.description}" for r in record.ladder]
+    return lines + [f"    {line}" for line in document_lines(record)]
+
+
+def document_lines(record: EvaluationRecord) -> list[str]:
+    """Each long document's perplexity per rung, its rise over full precision beside it (empty without any)."""
+    if not record.ladder:
+        return []
+    lines = []
+    for full in record.ladder[0].perplexity_by_document:
+        per_rung = [f"{record.ladder[0].arm} {full.perplexity:.2f}"]
+        for row in record.ladder[1:]:
+            scored = next((d for d in row.perplexity_by_document if d.document == full.document), None)
+            if scored is not None:
+                per_rung.append(f"{row.arm} {scored.perplexity:.2f} ({scored.perplexity - full.perplexity:+.2f})")
+        lines.append(f"perplexity on {full.document} ({full.tokens:,} tokens): " + " · ".join(per_rung))
     return lines
 
 
@@ -103,6 +118,7 @@ def ladder_html(record: EvaluationRecord) -> str:
         "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in cells(row)) + "</tr>" for row in record.ladder
     )
     notes = "".join(f"<li>{html.escape(f'step {r.step} {r.arm}: {r.description}')}</li>" for r in record.ladder)
+    notes += "".join(f"<li>{html.escape(line)}</li>" for line in document_lines(record))
     title = f"{html.escape(record.pair)} / {html.escape(record.workload)}"
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>ladder {title}</title></head><body>"

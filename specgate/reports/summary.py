@@ -15,7 +15,7 @@ from pathlib import Path
 from specgate.checks import Check
 from specgate.reports.document import VerdictDocument
 from specgate.reports.ladder_table import HEADERS as LADDER_HEADERS
-from specgate.reports.ladder_table import cells, decision_lines
+from specgate.reports.ladder_table import cells, decision_lines, document_lines
 from specgate.reports.tables import KEY_METRIC_HEADERS, key_metrics
 from specgate.reports.waterfall import waterfall_markdown
 from specgate.store.atomic import write_atomic
@@ -59,6 +59,8 @@ def _ladder(document: VerdictDocument) -> list[str]:
     for record in records:
         lines += [f"**{record.pair} / {record.workload}**", ""]
         lines += [*_table(LADDER_HEADERS, [cells(row) for row in record.ladder]), ""]
+        per_document = [f"- {line}" for line in document_lines(record)]
+        lines += [*per_document, ""] if per_document else []
     return lines + [f"- {line}" for line in decision_lines(document)]
 
 
