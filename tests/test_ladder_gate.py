@@ -648,3 +648,45 @@ def test_a_speculation_rung_is_lossless_by_default_and_a_quantized_one_is_not() 
     )
     plan = MeasurementPlan("p", "w", (full, pld, kv), (("spec", "ar"),), ladder=declared)
     assert [meant_lossless(plan, s.arm) for s in declared] == [True, False]
+
+
+def test_a_ladder_with_a_rolled_back_rung_is_recorded_and_a_rerun_judges_the_rung_against_its_stored_self(
+    pytester: pytest.Pytester, ladder_project: Path
+) -> None:
+    """A rung rolled back is a result to keep: --update-baselines records the run (the rung's rows stored marked ROLL
+    BACK) while the verdict still blocks on it; the next run compares the rung with its stored self."""
+    recorded = pytester.runpytest("suites", "--update-baselines")
+    assert recorded.ret == pytest.ExitCode.TESTS_FAILED, recorded.stdout.str()
+    verdict = json.loads((ladder_project / "reports" / "verdict.json").read_text())
+    assert verdict["verdict"] == "BLOCK" and not verdict["errors"]
+    failed = {(c["name"], c["arm"]) for c in verdict["checks"] if not c["passed"]}
+    assert failed == {("ladder_accuracy", "w-int2"), ("ladder_perplexity", "w-int2")}
+    assert any("recorded although the run blocked" in n and "(fake-pair/w-int2)" in n for n in verdict["notices"])
+    stored = load_baseline(ladder_project / "baselines" / "cpu" / "fake-pair" / "math.json").record
+    assert {r.arm: r.verdict for r in stored.ladder}["w-int2"] == ROLL_BACK
+    assert (ladder_project / "baselines" / "cpu" / "fake-pair" / "docs.json").exists()
+
+    rerun = pytester.runpytest("suites/test_ladder.py", "-v")  # latency against history needs 3 stored runs
+    assert rerun.ret == pytest.ExitCode.TESTS_FAILED, rerun.stdout.str()
+    checks = _ladder_vs_baseline(ladder_project)
+    assert checks[("math", "w-int2")]["passed"] and checks[("long", "w-int2")]["passed"]
+    assert "verdict ROLL BACK, as in the baseline" in str(checks[("math", "w-int2")]["message"])
+    verdict = json.loads((ladder_project / "reports" / "verdict.json").read_text())
+    failed = {(c["name"], c["arm"]) for c in verdict["checks"] if not c["passed"]}
+    assert failed == {("ladder_accuracy", "w-int2"), ("ladder_perplexity", "w-int2")} and not verdict["errors"]
+    assert not any("recorded" in n for n in verdict["notices"])  # recorded only on purpose
+
+
+def test_only_rollbacks_measured_on_evidence_let_a_blocked_run_be_recorded() -> None:
+    from specgate.checks import check
+    from specgate.checks.verdict import decide_verdict, rolled_back_rungs
+
+    where, ladder = ("p", "w"), {"ladder": True, "step": "kv"}
+    rollback = check("ladder_accuracy", where, "drift", False, "ROLL BACK: …", observed=0.4, arm="kv", details=ladder)
+    unmeasured = check("ladder_accuracy", where, "drift", False, "BLOCK: no accuracy", arm="kv", details=ladder)
+    sla = check("p99_ttft", where, "sla", False, "BLOCK: P99 TTFT 900 ms > 800 ms", observed=900.0)
+    assert rolled_back_rungs(decide_verdict("cpu", [rollback], [], [])) == ("p/kv",)
+    assert rolled_back_rungs(decide_verdict("cpu", [rollback, sla], [], [])) == ()
+    assert rolled_back_rungs(decide_verdict("cpu", [rollback, unmeasured], [], [])) == ()
+    assert rolled_back_rungs(decide_verdict("cpu", [rollback], ["engine error"], [])) == ()
+    assert rolled_back_rungs(decide_verdict("cpu", [rollback], [], [], not_run=("x",))) == ()

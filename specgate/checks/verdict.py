@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specgate.checks import Check
+from specgate.checks import Check, Failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +60,15 @@ def decide_verdict(
     return Verdict(
         verdict, hardware, tuple(checks), tuple(reasons), tuple(dict.fromkeys(advice)), tuple(notices), tuple(not_run)
     )
+
+
+def rolled_back_rungs(verdict: Verdict) -> tuple[str, ...]:
+    """The ladder rungs ("pair/arm") a blocked verdict rolled back, when they are all that blocked it: no error, no
+    check left out, every failed check a rung's rollback. Empty otherwise."""
+    failed = [c for c in verdict.checks if not c.passed]
+    if verdict.verdict != "BLOCK" or verdict.errors or verdict.not_run or not failed:
+        return ()
+    # a rollback is judged on a measured change (`observed`); a rung with nothing to compare blocks as unmeasured
+    if any(c.failure is not Failure.LADDER or c.observed is None for c in failed):
+        return ()
+    return tuple(dict.fromkeys(f"{c.pair}/{c.arm}" for c in failed))

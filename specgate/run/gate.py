@@ -25,7 +25,7 @@ from specgate.checks.judgement import Subject, judge
 from specgate.checks.sequential import acceptance_steps, pool_hint
 from specgate.checks.sla import recommendations
 from specgate.checks.subject import Judged
-from specgate.checks.verdict import Verdict, decide_verdict
+from specgate.checks.verdict import Verdict, decide_verdict, rolled_back_rungs
 from specgate.config import load_hardware_profile, load_project_config, parse_selection
 from specgate.engines.base import Engine
 from specgate.errors import BaselineError, ConfigError
@@ -83,6 +83,7 @@ class GateRun(RunScope):
     record_missing: Path | None = None
     checks: list[Check] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)  # what the verdict must say besides `notices`
     items: GateItems = field(default_factory=GateItems)
     document: VerdictDocument | None = None
     faults: FaultLog = field(default_factory=FaultLog)
@@ -202,15 +203,23 @@ class GateRun(RunScope):
 
     def write_baselines(self) -> list[Path]:
         """Append this run to the baseline history of every pair × workload (only with --update-baselines, and only
-        from a run that passed: a blocked run's numbers are never recorded as the reference). With
-        --record-missing-baselines=DIR, from a run that passed, the pair × workloads without a baseline go under
-        DIR."""
+        from a run that passed: a blocked run's numbers are never recorded as the reference, unless all that blocked
+        it is ladder rungs rolled back, which are results to keep: their rows are stored marked ROLL BACK and the
+        verdict still blocks on them). With --record-missing-baselines=DIR, from a run that passed, the pair ×
+        workloads without a baseline go under DIR."""
         if not self.update_baselines:
             if self.record_missing is None or not self.verdict().passed:
                 return []
             return self.records.write_missing(self.evaluations(), self.record_missing)
         verdict = self.verdict()
-        if not verdict.passed:
+        rolled_back = rolled_back_rungs(verdict)
+        if rolled_back:
+            self.said.append(
+                f"--update-baselines: recorded although the run blocked, because all that blocked it is ladder "
+                f"rung(s) rolled back ({', '.join(rolled_back)}): they are stored marked ROLL BACK, so the next run "
+                "compares them with their stored selves; the release still blocks on them until the ladder drops them"
+            )
+        elif not verdict.passed:
             why = "it ran a subset of the applicable checks" if verdict.verdict == "PARTIAL" else "the run blocked"
             self.errors.append(
                 f"--update-baselines: no baseline was written, because {why} (see above); fix it and record again"
@@ -315,10 +324,11 @@ class GateRun(RunScope):
         """What the verdict must say loudly whatever it is."""
         slowdown = self.inject_slowdown
         if not slowdown:
-            return []
+            return list(self.said)
         return [
+            *self.said,
             f"SELF-TEST: --inject-slowdown={slowdown:g} added {slowdown:.0%} to every decode step of the candidate's "
-            "arms on purpose: this verdict measures the gate's power, not the release"
+            "arms on purpose: this verdict measures the gate's power, not the release",
         ]
 
     def verdict(self) -> Verdict:
