@@ -159,10 +159,10 @@ class ServerProcess:
             while time.monotonic() < deadline:
                 if self._process is None or self._process.poll() is not None:
                     code = None if self._process is None else self._process.returncode
-                    tail = self.log_tail()
-                    said = last_error(self.log_tail(ERROR_SEARCH_CHARS))
+                    log = self.log_tail(ERROR_SEARCH_CHARS)  # read once: the cause is searched, the end shown
+                    said = last_error(log)
                     cause = f" ({said})" if said else ""
-                    return f"it exited with status {code} before it was ready{cause}; its log ends:\n{tail}"
+                    return f"it exited with status {code} before it was ready{cause}; its log ends:\n{log[-3000:]}"
                 with contextlib.suppress(httpx.HTTPError, ValueError):
                     if client.get(f"{self.url}/health").status_code == 200 and self._serves(client):
                         return None
