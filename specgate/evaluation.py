@@ -24,6 +24,7 @@ from specgate.measure.perplexity import Perplexity
 from specgate.measure.protocol import Measurement
 from specgate.measure.samples import ArmSamples, arm_samples, probe_samples
 from specgate.measure.stepcosts import SpeedupExplanation, explain_speedup
+from specgate.measure.sweep import Sweep
 from specgate.plan import MeasurementPlan
 
 NEAR_TIE_LOGITS = 0.5
@@ -85,6 +86,7 @@ class Evaluation:
     explanations: Mapping[str, SpeedupExplanation] = field(default_factory=dict)
     ladder: tuple[LadderRow, ...] = ()
     perplexity: Mapping[str, Perplexity] = field(default_factory=dict)
+    sweep: Sweep | None = None
 
     @property
     def plan(self) -> MeasurementPlan:

@@ -5,6 +5,7 @@ per pair × workload and caches what it returns (or the error it raised)."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,9 @@ from specgate.engines.base import (
     ExplainsDivergences,
     LoadShape,
     Prompt,
+    RenewsInstances,
     ScoresPerplexity,
+    SwitchesOffSpeculation,
 )
 from specgate.evaluation import Evaluation, evaluate
 from specgate.hardware.backends import HardwareBackend, get_backend
@@ -25,6 +28,7 @@ from specgate.measure.monitor import ArmMonitor
 from specgate.measure.perplexity import measure_perplexity
 from specgate.measure.pool import extend_over_pool
 from specgate.measure.protocol import Measurement, Planner, Progress, RunObserver, measure_plan
+from specgate.measure.sweep import level_measurement, measure_sweep, summarize_sweep, sweep_arms
 from specgate.measure.workloads import load_workload
 from specgate.plan import MeasurementPlan
 
@@ -71,6 +75,8 @@ def measure_workload(
 
     policy = policy_of(run_policy, workload)
     prompts = load_workload(workload)
+    if workload.sweep:
+        return measure_sweep_workload(engine, plan, workload, prompts, policy, hardware, sla, progress)
     twins = {} if workload.gate_speed else same_answers(engine, plan)
     measured = plan.without(tuple(twins)) if twins else plan
     stop = planner(measured, workload, hardware.name, sla, policy, family, len(prompts))
@@ -170,3 +176,52 @@ def measured_once(
         rounds_by_arm=twinned(measurement.rounds_by_arm),
         notes=(*measurement.notes, *notes),
     )
+
+
+def measure_sweep_workload(
+    engine: Engine,
+    plan: MeasurementPlan,
+    workload: WorkloadConfig,
+    prompts: Sequence[Prompt],
+    policy: GatePolicy,
+    hardware: HardwareProfile,
+    sla: SlaLimits,
+    progress: Progress | None = None,
+) -> Evaluation:
+    """A concurrency sweep (`specgate.measure.sweep`): the evaluation of its first level, for the checks that read
+    one (enough samples), with the whole sweep beside it."""
+    arms = sweep_arms(plan)
+    swept = plan.without(tuple(a for a in plan.names if a not in arms))
+    levels = workload.sweep
+    if progress is not None:
+        progress.started(swept, len(prompts), policy.repetitions)
+    started, clock = time.time(), time.perf_counter()
+    runs = measure_sweep(
+        engine, swept, prompts, policy, levels, None if progress is None else lambda text: progress.note(swept, text)
+    )
+    wall = time.perf_counter() - clock
+    frame = Measurement(
+        plan=swept,
+        hardware=hardware.name,
+        engine=engine.name,
+        prompts=tuple(prompts),
+        runs={},
+        versions=dict(engine.versions()),
+        models={arm: {role: m.sha256 for role, m in engine.models(arm).items()} for arm in arms},
+        cost_ratios={arm: engine.cost_ratio(arm) for arm in arms},
+        rounds=policy.repetitions,
+        started_at=started,
+        duration_s=wall,
+        rounds_by_arm=dict.fromkeys(arms, policy.repetitions),
+        instances=engine.instance_notes() if isinstance(engine, RenewsInstances) else (),
+        notes=(
+            f"a concurrency sweep over {', '.join(map(str, levels))} requests in flight, {policy.repetitions} rounds; "
+            f"the arms' summaries are those of the first level ({levels[0]} in flight)",
+        ),
+    )
+    evaluation = evaluate(
+        level_measurement(frame, runs[levels[0]]), task=workload.task, seed=policy.seed, hardware=hardware
+    )
+    switch_off = engine.speculation_switch_off() if isinstance(engine, SwitchesOffSpeculation) else None
+    sweep = summarize_sweep(swept, runs, sla, wall, policy.seed, engine.name, switch_off)
+    return dataclasses.replace(evaluation, sweep=sweep)

@@ -273,8 +273,14 @@ def _workload(run: RunToCheck, name: str) -> list[str]:
 def _load_shape(run: RunToCheck, name: str) -> list[str]:
     """A workload in load mode needs engines that can have several requests in flight."""
     workload = run.workload(name)
-    if (workload.concurrency or 1) == 1 and workload.request_rate is None:
+    if (workload.concurrency or 1) == 1 and workload.request_rate is None and not workload.sweep:
         return []
+    shape = (
+        f"a concurrency sweep ({', '.join(map(str, workload.sweep))} in flight)"
+        if workload.sweep
+        else f"in load mode (concurrency {workload.concurrency or 1}, request_rate {workload.request_rate})"
+    )
+    drop = "sweep" if workload.sweep else "concurrency/request_rate"
     problems = []
     for engine in sorted({run.engine_name(pair) for pair in run.pairs}):
         try:
@@ -283,9 +289,8 @@ def _load_shape(run: RunToCheck, name: str) -> list[str]:
             continue  # reported with the pair
         if not spec.load_mode:
             problems.append(
-                f"workload {name!r} is in load mode (concurrency {workload.concurrency or 1}, request_rate "
-                f"{workload.request_rate}) but the {engine!r} engine runs one request at a time: use --engine=vllm "
-                f"or a served endpoint (openai), or drop workloads.{name}.concurrency/request_rate"
+                f"workload {name!r} is {shape} but the {engine!r} engine runs one request at a time: use "
+                f"--engine=vllm or a served endpoint (openai), or drop workloads.{name}.{drop}"
             )
     return problems
 

@@ -37,3 +37,8 @@ def test_speedup(evaluation: Evaluation, gate_check: GateCheck) -> None:
 @pytest.mark.specgate_check("acceptance_rate")
 def test_acceptance_rate(evaluation: Evaluation, gate_check: GateCheck) -> None:
     gate_check()
+
+
+@pytest.mark.specgate_check("concurrency_knee")
+def test_concurrency_knee(evaluation: Evaluation, gate_check: GateCheck) -> None:
+    gate_check()

@@ -30,6 +30,7 @@ from specgate.checks import (
     reference_key,
     resources,
     sla,
+    sweep,
 )
 from specgate.checks.environment import ENVIRONMENT
 from specgate.checks.ladder_baseline import ladder_key
@@ -91,13 +92,15 @@ class CheckSpec:
     speed: bool = False
     tasks: frozenset[str] | None = None
     long_only: bool = False
-    needs: Literal["content", "sampling", "perplexity", "scores", "unscored", "lossless"] | None = None
+    needs: Literal["content", "sampling", "perplexity", "scores", "unscored", "lossless", "sweep"] | None = None
     metric_keys: Callable[[MeasurementPlan], tuple[str, ...]] | None = None
     reference_only: bool = False
 
     def applies(self, context: Context, target: Target) -> bool:
         """Whether the check means something on this target (else it is not run at all)."""
         workload = context.workload(target.workload)
+        if bool(workload.sweep) != (self.needs == "sweep") and self.name not in SWEEP_TOO:
+            return False  # a sweep is judged on its knee (and its sample count), nothing else of it on one level
         if self.speed and not workload.gate_speed:
             return False
         if self.tasks is not None and workload.task not in self.tasks:
@@ -126,6 +129,10 @@ class CheckSpec:
         if self.per == "metric":
             return self.metric_keys is not None and target.param in self.metric_keys(plan)
         return True
+
+
+# the checks that apply to a concurrency sweep besides its own
+SWEEP_TOO = frozenset({"samples"})
 
 
 def scores(workload: WorkloadConfig) -> bool:
@@ -173,6 +180,13 @@ CATALOGUE: tuple[CheckSpec, ...] = (
         "arm",
         lambda run, target: sla.acceptance_rate(_eval(run, target), _param(target), run.sla(target.pair)),
         speed=True,
+    ),
+    CheckSpec(
+        "concurrency_knee",
+        "sla",
+        "arm",
+        lambda run, target: sweep.concurrency_knee(_eval(run, target), _param(target), run.sla(target.pair)),
+        needs="sweep",
     ),
     CheckSpec(
         "greedy_identity",

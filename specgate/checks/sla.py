@@ -283,6 +283,10 @@ def acceptance_rate(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
 def recommendations(evaluation: Evaluation, hardware: str, sla: SlaLimits) -> list[str]:
     """Rollback advice for the gated arms of one pair × workload (docs/configuration.md, "Gate policy"), then the
     draft-length advice of the measured cost model (`specgate.checks.draft_length`)."""
+    if evaluation.sweep is not None:
+        from specgate.checks.sweep import sweep_advice
+
+        return sweep_advice(evaluation)
     advice: list[str] = []
     for arm in evaluation.plan.gated:
         label = evaluation.plan.pair if arm == evaluation.plan.released else f"{evaluation.plan.pair}/{arm}"

@@ -31,6 +31,9 @@ class SlaLimits:
     # how much two instances of one engine configuration differ (relative sd, e.g. 0.02 for two vLLM servers started
     # alike): arms served by different instances are compared with it folded into the interval
     instance_spread: float = 0.0
+    # the most requests the deployment has in flight at once: a concurrency sweep (a workload's `sweep`) blocks
+    # unless speculation is shown to pay (S ≥ min_speedup) at every measured level up to it
+    deployment_concurrency: float = 1.0
 
 
 SLA_KEYS: tuple[str, ...] = tuple(f.name for f in fields(SlaLimits))

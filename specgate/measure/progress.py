@@ -75,6 +75,10 @@ class ProgressLines:
             f"specgate: {plan.pair} / {plan.workload} after round {round_index}: {next_rounds.why} → {then}", True
         )
 
+    def note(self, plan: MeasurementPlan, text: str) -> None:
+        self._last = self._clock()
+        self._write(f"specgate: {plan.pair} / {plan.workload}: {text}", True)
+
 
 def printer(stream_write: Callable[[str], object], live: bool) -> Write:
     """A `Write` over a text stream: live lines are rewritten in place (carriage return), others end with a newline."""

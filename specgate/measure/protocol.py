@@ -147,6 +147,9 @@ class Progress(Protocol):
 
     def looked(self, plan: MeasurementPlan, round_index: int, next_rounds: Next) -> None: ...
 
+    def note(self, plan: MeasurementPlan, text: str) -> None:
+        """A line about the measurement in words (a concurrency sweep's levels as they are done)."""
+
 
 @dataclass(slots=True)
 class _Runs:

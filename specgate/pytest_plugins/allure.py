@@ -184,6 +184,13 @@ def attach_evaluation(evaluation: Evaluation, run: GateRun) -> None:
         png = pareto_png(record)
         if png is not None:
             allure.attach(png, name="Ladder: speed vs accuracy (Pareto front)", attachment_type=kind.PNG)
+    if record.sweep is not None:
+        from specgate.reports.sweep_table import sweep_html, sweep_png
+
+        allure.attach(sweep_html(record), name="Concurrency sweep", attachment_type=kind.HTML)
+        sweep_plot = sweep_png(record)
+        if sweep_plot is not None:
+            allure.attach(sweep_plot, name="Sweep: speedup against concurrency", attachment_type=kind.PNG)
 
 
 class AllureGate:

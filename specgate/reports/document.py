@@ -29,6 +29,7 @@ from specgate.hardware.fingerprint import Fingerprint
 from specgate.ladder import LadderRow
 from specgate.measure.metrics import ArmSummary, Speedup
 from specgate.measure.stepcosts import SpeedupExplanation
+from specgate.measure.sweep import Sweep
 from specgate.reports.provenance import CommitInfo, commit_info, machine_info, runner_label
 from specgate.store.atomic import write_atomic
 from specgate.store.codec import dumps, from_data
@@ -84,6 +85,7 @@ class EvaluationRecord:
     interference: Busy | None = None
     looks: tuple[str, ...] = ()
     rounds_by_arm: Mapping[str, int] = field(default_factory=dict)
+    sweep: Sweep | None = None
 
     def arm(self, name: str) -> ArmRecord:
         return next(a for a in self.arms if a.name == name)
@@ -194,6 +196,7 @@ def evaluation_record(evaluation: Evaluation, fingerprint: Fingerprint | None = 
         interference=busy([*evaluation.samples.values(), *evaluation.probes.values()]),
         looks=m.looks,
         rounds_by_arm=dict(m.rounds_by_arm),
+        sweep=evaluation.sweep,
     )
 
 

@@ -16,6 +16,7 @@ from specgate.checks import Check
 from specgate.reports.document import VerdictDocument
 from specgate.reports.ladder_table import HEADERS as LADDER_HEADERS
 from specgate.reports.ladder_table import cells, decision_lines, document_lines
+from specgate.reports.sweep_table import summary_section
 from specgate.reports.tables import KEY_METRIC_HEADERS, key_metrics
 from specgate.reports.waterfall import waterfall_markdown
 from specgate.store.atomic import write_atomic
@@ -62,6 +63,16 @@ def _ladder(document: VerdictDocument) -> list[str]:
         per_document = [f"- {line}" for line in document_lines(record)]
         lines += [*per_document, ""] if per_document else []
     return lines + [f"- {line}" for line in decision_lines(document)]
+
+
+def _sweeps(document: VerdictDocument) -> list[str]:
+    records = [r for r in document.evaluations if r.sweep is not None]
+    if not records:
+        return []
+    lines = ["", "### Where speculation stops paying (concurrency sweep)", ""]
+    for record in records:
+        lines += [*summary_section(record), ""]
+    return lines
 
 
 def _advice(verdict: VerdictDocument) -> list[str]:
@@ -155,7 +166,8 @@ def summary_markdown(document: VerdictDocument, links: Sequence[tuple[str, str]]
         lines.extend(["", "### Errors", "", *(f"- {cell(e)}" for e in verdict.errors)])
     if verdict.not_run:
         lines.extend(["", "### Not run (deselected)", "", *(f"- `{key}`" for key in verdict.not_run)])
-    lines.extend([*_metrics(document), *_ladder(document), *waterfall_markdown(document), *_advice(verdict)])
+    lines.extend([*_metrics(document), *_ladder(document), *_sweeps(document), *waterfall_markdown(document)])
+    lines.extend(_advice(verdict))
     lines.extend(_all_checks(verdict.checks) if all_checks else [])
     return "\n".join(lines) + "\n"
 

@@ -6,6 +6,7 @@ from specgate.checks.advice import headline
 from specgate.costs.energy import GIB, whole_percent
 from specgate.reports.document import ArmRecord, EvaluationRecord, VerdictDocument
 from specgate.reports.ladder_table import decision_lines, terminal_lines
+from specgate.reports.sweep_table import terminal_lines as sweep_lines
 from specgate.reports.tables import speedup_interval
 from specgate.reports.waterfall import waterfall_lines
 
@@ -141,6 +142,7 @@ def verdict_lines(document: VerdictDocument) -> list[str]:
             if arm.explanation is not None and not arm.reference:
                 lines.extend(waterfall_lines(arm.explanation))
         lines.extend(terminal_lines(record))
+        lines.extend(sweep_lines(record))
     lines.extend(decision_lines(document))
     lines.extend(f"FAILED {c.key}: {headline(c.message, HEADLINE_CHARS)}" for c in document.failed)
     lines.extend(f"ERROR {e}" for e in document.errors)
