@@ -23,7 +23,7 @@ NAME = "concurrency_knee"
 
 
 def level_text(s: LevelSpeedup | None, level: int) -> str:
-    """ "at 4 in flight S 1.62× (95% CI 1.48–1.77, 3 rounds)"."""
+    """A level's speedup in words, e.g. at 4 in flight S 1.62× (95% CI 1.48–1.77, 3 rounds)."""
     if s is None or not math.isfinite(s.value):
         return f"at {level} in flight no paired rounds"
     interval = "no interval: one round" if not math.isfinite(s.ci[0]) else f"95% CI {s.ci[0]:.2f}–{s.ci[1]:.2f}"

@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from specgate.config import GatePolicy, SlaLimits
 from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RenewsInstances, request_metrics
@@ -241,6 +240,8 @@ def _speedup(
     value = float(np.exp(logs.mean()))
     if len(logs) < 2:
         return LevelSpeedup(arm, plain, value, (float("nan"), float("nan")), 1, UNDECIDED)
+    from scipy import stats  # here: importing scipy.stats probes torch, which a served-only install lacks
+
     half = float(stats.t.ppf(0.975, len(logs) - 1) * logs.std(ddof=1) / math.sqrt(len(logs)))
     low, high = float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
     decision = PAYS if low >= limit else DOES_NOT_PAY if high < limit else UNDECIDED
