@@ -19,6 +19,7 @@ from specgate.config import GatePolicy, SlaLimits, Speculation, WorkloadConfig
 from specgate.engines.base import Prompt
 from specgate.engines.fake import FakeBehaviour, FakeEngine
 from specgate.errors import ConfigError
+from specgate.evaluation import Evaluation
 from specgate.measure.sweep import DOES_NOT_PAY, PAYS, UNDECIDED, measure_sweep, summarize_sweep
 from specgate.measuring import measure_sweep_workload
 from specgate.plan import two_arm_plan
@@ -34,11 +35,12 @@ def _prompts(n: int = 8) -> list[Prompt]:
 
 
 def _engine(behaviour: FakeBehaviour = KNEE_AT_4, seed: int = 0, renews: bool = False) -> FakeEngine:
-    engine = FakeEngine(behaviour, seed=seed, batched=True, renews=renews)
-    return engine
+    return FakeEngine(behaviour, seed=seed, batched=True, renews=renews)
 
 
-def _sweep_evaluation(rounds: int = 3, behaviour: FakeBehaviour = KNEE_AT_4, switch_off: str | None = None) -> object:
+def _sweep_evaluation(
+    rounds: int = 3, behaviour: FakeBehaviour = KNEE_AT_4, switch_off: str | None = None
+) -> Evaluation:
     import dataclasses
 
     from specgate.config import HardwareProfile
@@ -56,7 +58,7 @@ def _sweep_evaluation(rounds: int = 3, behaviour: FakeBehaviour = KNEE_AT_4, swi
 
 def test_the_sweep_finds_the_knee_where_the_speedup_interval_leaves_the_limit() -> None:
     evaluation = _sweep_evaluation()
-    sweep = evaluation.sweep  # type: ignore[attr-defined]
+    sweep = evaluation.sweep
     assert [lv.concurrency for lv in sweep.levels] == list(LEVELS)
     decisions = [lv.speedup("spec").decision for lv in sweep.levels]
     assert decisions == [PAYS, PAYS, PAYS, DOES_NOT_PAY]
@@ -75,27 +77,27 @@ def test_the_sweep_finds_the_knee_where_the_speedup_interval_leaves_the_limit() 
 
 def test_the_deployment_concurrency_is_gated_against_the_knee() -> None:
     evaluation = _sweep_evaluation(switch_off="num_speculative_tokens_per_batch_size")
-    inside = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=4))  # type: ignore[arg-type]
+    inside = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=4))
     assert inside.passed, inside.message
     assert "speculation pays up to 4 in flight" in inside.message and "does not pay" in inside.message
-    beyond = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=8))  # type: ignore[arg-type]
+    beyond = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=8))
     assert not beyond.passed
     assert beyond.message.startswith("BLOCK: speculation does not pay at 8 in flight")
     assert "num_speculative_tokens_per_batch_size: [[1, 4, 4], [5, N, 0]]" in beyond.message
     # 6 was not measured: the next level up (8) judges it
-    between = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=6))  # type: ignore[arg-type]
+    between = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=6))
     assert not between.passed and "at 8 in flight" in between.message
-    unmeasured = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=16))  # type: ignore[arg-type]
+    unmeasured = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=16))
     assert not unmeasured.passed and "add 16 to workloads.sweep.sweep" in unmeasured.message
     assert beyond.details["knee"] == 4 and beyond.failure is not None
 
 
 def test_one_round_decides_nothing_and_the_gate_blocks_as_undecided() -> None:
     evaluation = _sweep_evaluation(rounds=1)
-    sweep = evaluation.sweep  # type: ignore[attr-defined]
+    sweep = evaluation.sweep
     assert {lv.speedup("spec").decision for lv in sweep.levels} == {UNDECIDED}
     assert all(math.isnan(lv.speedup("spec").ci[0]) for lv in sweep.levels)
-    verdict = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=1))  # type: ignore[arg-type]
+    verdict = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=1))
     assert not verdict.passed and verdict.message.startswith("BLOCK: undecided")
     assert verdict.details["outcome"] == "UNKNOWN"
 
@@ -108,16 +110,16 @@ def test_one_round_decides_nothing_and_the_gate_blocks_as_undecided() -> None:
     ],
 )
 def test_the_advice_speaks_the_installed_engines_terms(switch_off: str | None, expected: str) -> None:
-    advice = sweep_advice(_sweep_evaluation(switch_off=switch_off))  # type: ignore[arg-type]
+    advice = sweep_advice(_sweep_evaluation(switch_off=switch_off))
     assert len(advice) == 1 and expected in advice[0] and "it does not pay from 8 in flight" in advice[0]
 
 
 def test_speculation_that_never_pays_is_told_to_serve_plain_decoding() -> None:
     evaluation = _sweep_evaluation(behaviour=FakeBehaviour(batch_cost=0.03, request_cv=0.02, draft_cost=1.5))
-    assert evaluation.sweep.knee("spec").level is None  # type: ignore[attr-defined]
-    check = concurrency_knee(evaluation, "spec", SlaLimits())  # type: ignore[arg-type]
+    assert evaluation.sweep.knee("spec").level is None
+    check = concurrency_knee(evaluation, "spec", SlaLimits())
     assert not check.passed and "does not pay at 1 in flight" in check.message
-    assert "serve plain decoding" in sweep_advice(evaluation)[0]  # type: ignore[arg-type]
+    assert "serve plain decoding" in sweep_advice(evaluation)[0]
 
 
 def test_levels_alternate_direction_and_servers_are_renewed_between_rounds() -> None:
@@ -231,9 +233,9 @@ def test_a_sweep_on_an_engine_that_takes_one_request_at_a_time_is_a_usage_error(
 
 def test_a_sweep_that_pays_at_every_level_says_the_knee_lies_beyond_it() -> None:
     evaluation = _sweep_evaluation(behaviour=FakeBehaviour(batch_cost=0.0, request_cv=0.02))
-    sweep = evaluation.sweep  # type: ignore[attr-defined]
+    sweep = evaluation.sweep
     assert sweep.knee("spec").level == 8 and sweep.knee("spec").first_not_paying is None
-    (advice,) = sweep_advice(evaluation)  # type: ignore[arg-type]
+    (advice,) = sweep_advice(evaluation)
     assert "pays at every level measured, up to 8 in flight (where it stops lies beyond)" in advice
     assert "no switch-off is needed up to there" in advice and "num_speculative_tokens" not in advice
 
@@ -241,7 +243,7 @@ def test_a_sweep_that_pays_at_every_level_says_the_knee_lies_beyond_it() -> None
 def test_the_summary_bars_mark_the_limit_on_every_level() -> None:
     from specgate.reports.sweep_table import bars
 
-    lines = bars(_sweep_evaluation().sweep)  # type: ignore[attr-defined]
+    lines = bars(_sweep_evaluation().sweep)
     assert len(lines) == 4 and all(line.count("|") == 1 for line in lines)
     full = [line.split()[2].index("|") for line in lines]
     assert len(set(full)) == 1  # the limit stands at one place; the bars shrink past it as S falls
@@ -252,6 +254,6 @@ def test_the_summary_bars_mark_the_limit_on_every_level() -> None:
 
 def test_failed_requests_in_the_sweep_block_it_by_name() -> None:
     evaluation = _sweep_evaluation(behaviour=FakeBehaviour(batch_cost=0.03, request_cv=0.02, fail_arm="spec"))
-    check = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=1))  # type: ignore[arg-type]
+    check = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=1))
     assert not check.passed and check.message.startswith("BLOCK: requests failed in the sweep (spec 24 of 24 at 1")
-    assert {lv.speedup("spec").decision for lv in evaluation.sweep.levels} == {UNDECIDED}  # type: ignore[attr-defined]
+    assert {lv.speedup("spec").decision for lv in evaluation.sweep.levels} == {UNDECIDED}

@@ -45,8 +45,23 @@ def concurrency_knee(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
         "deployment_concurrency": deployment,
         "levels": [lv.concurrency for lv in sweep.levels],
     }
-    evidence = {"limit": float(deployment), "unit": "in flight", "n": sweep.rounds, "arm": arm, "details": details}
     observed = None if knee.level is None else float(knee.level)
+
+    def judged(passed: bool, message: str) -> Check:
+        return check(
+            NAME,
+            where,
+            SLA,
+            passed,
+            message,
+            observed=observed,
+            limit=float(deployment),
+            unit="in flight",
+            n=sweep.rounds,
+            arm=arm,
+            details=details,
+        )
+
     failed = [
         f"{a.arm} {a.failed} of {a.requests} at {lv.concurrency}" for lv in sweep.levels for a in lv.arms if a.failed
     ]
@@ -55,14 +70,14 @@ def concurrency_knee(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
             f"BLOCK: requests failed in the sweep ({'; '.join(failed)} in flight): a round with a failed request "
             "times nothing, so the levels it touches cannot be judged; see the engine's errors in verdict.json"
         )
-        return check(NAME, where, SLA, False, message, observed=observed, **evidence)  # type: ignore[arg-type]
+        return judged(False, message)
     if needed is None:
         top = sweep.levels[-1].concurrency
         message = (
             f"BLOCK: the deployment has {deployment} requests in flight (sla.deployment_concurrency) but the sweep "
             f"stops at {top}: add {deployment} to workloads.{where[1]}.sweep. {describe_knee(sweep, knee)} ({limits})"
         )
-        return check(NAME, where, SLA, False, message, observed=observed, **evidence)  # type: ignore[arg-type]
+        return judged(False, message)
     decisions = [(lv.concurrency, lv.speedup(arm)) for lv in needed]
     failing = [(c, s) for c, s in decisions if s is not None and s.decision == DOES_NOT_PAY]
     unclear = [(c, s) for c, s in decisions if s is None or s.decision not in (PAYS, DOES_NOT_PAY)]
@@ -72,7 +87,7 @@ def concurrency_knee(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
             f"{describe_knee(sweep, knee)} ({limits}), the deployment's {deployment} included: "
             f"{level_text(decisions[-1][1], reach)}" + _beyond(sweep, arm, reach)
         )
-        return check(NAME, where, SLA, True, message, observed=observed, **evidence)  # type: ignore[arg-type]
+        return judged(True, message)
     if failing:
         level, shown = failing[0]
         message = (
@@ -80,7 +95,7 @@ def concurrency_knee(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
             f"{level_text(shown, level)} < {sweep.min_speedup:.2f}×. {describe_knee(sweep, knee)}. "
             f"{switch_off_advice(evaluation, arm)}"
         )
-        return check(NAME, where, SLA, False, message, observed=observed, **evidence)  # type: ignore[arg-type]
+        return judged(False, message)
     level, unsure = unclear[0]
     message = (
         f"BLOCK: undecided whether speculation pays at {level} in flight (deployment {deployment}): "
@@ -88,7 +103,7 @@ def concurrency_knee(evaluation: Evaluation, arm: str, sla: SlaLimits) -> Check:
         f"(workloads.{where[1]}.repetitions), or a quieter runner"
     )
     details["outcome"] = "UNKNOWN"
-    return check(NAME, where, SLA, False, message, observed=observed, **evidence)  # type: ignore[arg-type]
+    return judged(False, message)
 
 
 def _beyond(sweep: Sweep, arm: str, reach: int) -> str:

@@ -178,14 +178,8 @@ class _Runs:
         self.warm(arm)
         if self.observer is not None:
             self.observer.before_run(arm)
-        before = read_pressure()
-        result = (
-            engine.run(batch, arm, repetition=repetition)
-            if engine.per_request and not _load_mode(self.load)
-            else engine.run(batch, arm, repetition=repetition, load=self.load)
-        )
-        pressure, steal = between(before, read_pressure())
-        result = checked_run(accounted(replace(result, pressure_s=pressure, steal_s=steal), batch, repetition))
+        load = None if engine.per_request and not _load_mode(self.load) else self.load
+        result = timed_run(engine, batch, arm, repetition, load)
         if self.observer is not None:
             self.observer.after_run(arm, result)
         return result
@@ -372,6 +366,19 @@ def _round(
             for arm in plan.order(repetition, index + turn + 1, probed):
                 state.probes[arm].append(state.call([probe], arm, repetition))
         done(repetition * len(prompts) + index + 1, 1)
+
+
+def timed_run(engine: Engine, batch: Sequence[Prompt], arm: str, repetition: int, load: LoadShape | None) -> ArmRun:
+    """One engine call with the machine's CPU pressure and steal over it, every prompt sent accounted for and every
+    time checked (`accounted`, `checked_run`); `load` None is the engine's default (one request at a time)."""
+    before = read_pressure()
+    result = (
+        engine.run(batch, arm, repetition=repetition)
+        if load is None
+        else engine.run(batch, arm, repetition=repetition, load=load)
+    )
+    pressure, steal = between(before, read_pressure())
+    return checked_run(accounted(replace(result, pressure_s=pressure, steal_s=steal), batch, repetition))
 
 
 def _load_mode(load: LoadShape | None) -> bool:

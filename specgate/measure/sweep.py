@@ -30,10 +30,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from specgate.config import GatePolicy, SlaLimits
-from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RenewsInstances, request_metrics
+from specgate.engines.base import ArmRun, Engine, LoadShape, Prompt, RenewsInstances
+from specgate.engines.openai.metrics import GoodputSlo, measure_goodput
 from specgate.measure.metrics import summarize_arm
-from specgate.measure.pressure import between, read_pressure
-from specgate.measure.protocol import Measurement, accounted, checked_run
+from specgate.measure.protocol import Measurement, timed_run
 from specgate.plan import MeasurementPlan
 
 PAYS, DOES_NOT_PAY, UNDECIDED = "pays", "does not pay", "undecided"
@@ -150,7 +150,7 @@ def measure_sweep(
             engine.renew(arms)
         for index, level in enumerate(levels if r % 2 == 0 else tuple(reversed(levels))):
             for arm in plan.order(r, index, arms):
-                runs[level][arm].append(_call(engine, prompts, arm, r, LoadShape(level)))
+                runs[level][arm].append(timed_run(engine, prompts, arm, r, LoadShape(level)))
             done += 1
             if say is not None:
                 elapsed = time.perf_counter() - started
@@ -160,13 +160,6 @@ def measure_sweep(
                     f"{elapsed / 60:.1f} min elapsed, about {left / 60:.1f} min left"
                 )
     return runs
-
-
-def _call(engine: Engine, prompts: Sequence[Prompt], arm: str, repetition: int, load: LoadShape) -> ArmRun:
-    before = read_pressure()
-    result = engine.run(prompts, arm, repetition=repetition, load=load)
-    pressure, steal = between(before, read_pressure())
-    return checked_run(accounted(replace(result, pressure_s=pressure, steal_s=steal), prompts, repetition))
 
 
 def level_measurement(measurement: Measurement, runs: Mapping[str, Sequence[ArmRun]]) -> Measurement:
@@ -203,12 +196,7 @@ def summarize_sweep(
 
 def _level_arm(arm: str, runs: Sequence[ArmRun], slo: tuple[float, float], seed: int) -> LevelArm:
     summary = summarize_arm(arm, runs, seed=seed)
-    good = 0
-    for run in runs:
-        for trace in run.traces:
-            metrics = request_metrics(trace)
-            if metrics is not None and metrics.ttft_ms <= slo[0] and (metrics.tpot_ms or 0.0) <= slo[1]:
-                good += 1
+    good = sum(measure_goodput(run, GoodputSlo(ttft_ms=slo[0], tpot_ms=slo[1])).n_good for run in runs)
     wall = summary.wall_s
     acceptance = summary.acceptance
     return LevelArm(
