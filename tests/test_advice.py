@@ -24,6 +24,33 @@ def test_outputs_not_comparable_with_another_engines_baseline_say_record_one_not
     assert "acceptance dropped" not in advice and "outputs changed" not in advice
 
 
+def test_outputs_not_comparable_beside_a_reference_do_not_suggest_the_reference_the_run_has() -> None:
+    """A vLLM run in reference mode against a cpu baseline recorded with transformers: the reference comparisons ran
+    (and passed); the advice is to record this engine's baseline, not to gate beside a reference."""
+    message = "BLOCK: outputs and acceptance not comparable — the baseline was recorded with transformers (float32)"
+    passed = Check("reference:output_drift", "p", "w", REGRESSION, True, "PASS", details={"outcome": "PASS"})
+    stored = _blocked("regression:output_drift", "NOT COMPARABLE", message, what="outputs and acceptance")
+    (advice,) = advise([passed, stored], [], "cpu")
+    assert advice.startswith("no baseline of this engine and dtype for p/w (regression:output_drift)")
+    assert "--reference" not in advice and "compared them already (reference:*)" in advice
+    (alone,) = advise([stored], [], "cpu")
+    assert "--reference=PAIR" in alone
+
+
+def test_a_runtime_change_without_history_says_record_the_history_not_that_the_spread_hides_it() -> None:
+    message = (
+        "BLOCK: the runtime changed (vllm: none → 0.32.0) and this machine has 0 of the 3 stored runs needed to tell "
+        "whether it slowed both arms alike — reference mode cannot see that. Record the released build's history "
+        "[baseline baselines/cpu/p/w.json]"
+    )
+    (advice,) = advise([_blocked("regression:environment", "NOT RECORDED", message, history_runs=0)], [], "cpu")
+    assert advice.startswith(
+        "no history of the released build on this machine for p/w (regression:environment): the runtime changed "
+        "(vllm: none → 0.32.0) and this machine has 0 of the 3 stored runs"
+    )
+    assert "spread" not in advice and advice.endswith("Record the released build's history")
+
+
 def test_latency_not_comparable_with_another_machine_says_record_here_or_gate_beside_a_reference() -> None:
     checks = [_blocked("regression:tpot_ms", "NOT COMPARABLE", "BLOCK: latency not comparable", what="latency")]
     (advice,) = advise(checks, [], "cpu")

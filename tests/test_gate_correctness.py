@@ -194,6 +194,12 @@ def test_a_runtime_change_that_slows_both_arms_alike_is_seen(
     check = _environment_check(root)
     assert not check["passed"] and "torch: 2.13.0 → 2.14.0" in check["message"]
     assert "this machine has 1 of the 3 stored runs" in check["message"]
+    assert (
+        check["details"]["outcome"] == "NOT RECORDED"
+        and "--pair=fake-pair --engine=fake --update-baselines" in (check["message"])
+    )
+    advice = [r for r in _verdict(root)["recommendations"] if "regression:environment" in r]
+    assert advice and advice[0].startswith("no history of the released build on this machine for fake-pair/docs")
     monkeypatch.setenv("SLOWER", "1.0")
     monkeypatch.setenv("TORCH", "2.13.0")
     for seed in (1, 2):

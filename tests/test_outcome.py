@@ -79,6 +79,7 @@ def test_the_package_builds_checks_through_one_constructor_that_refuses_bad_ones
         ("regression:tpot_ms", REGRESSION, {"outcome": "NOT COMPARABLE"}, Failure.NOT_COMPARABLE),
         ("regression:output_drift", REGRESSION, {"outcome": "NOT COMPARABLE", "what": "outputs"}, Failure.OTHER_ENGINE),
         ("regression:tpot_ms", REGRESSION, {"outcome": NO_BASELINE}, Failure.BASELINE),
+        ("regression:environment", REGRESSION, {"outcome": "NOT RECORDED"}, Failure.NO_HISTORY),
         ("reference:acceptance_rate", REGRESSION, {"outcome": "BLOCK"}, Failure.ACCEPTANCE),
         ("reference:spec-g6.acceptance_rate", REGRESSION, {"outcome": "BLOCK"}, Failure.ACCEPTANCE),
         ("reference:output_drift", REGRESSION, {}, Failure.OUTPUTS),

@@ -64,6 +64,7 @@ class Failure(str, Enum):
     ACCURACY = "accuracy"
     SLA = "sla"
     BASELINE = "baseline"  # missing or unusable
+    NO_HISTORY = "no history"  # the runtime changed and this machine has too few stored runs to judge it
     LADDER = "ladder"  # a rung rolled back
     LADDER_UNSCORED = "ladder unscored"
     LADDER_REGRESSED = "ladder regressed"  # a rung worse than its stored self
@@ -85,6 +86,7 @@ FAILURE_HEADINGS = {
     Failure.ACCURACY: "Task accuracy dropped",
     Failure.SLA: "SLA breach",
     Failure.BASELINE: "Baseline missing or unusable",
+    Failure.NO_HISTORY: "Runtime changed, no history of this machine",
     Failure.LADDER: "Ladder step rolled back",
     Failure.LADDER_UNSCORED: "Ladder step not scored in the run",
     Failure.LADDER_REGRESSED: "Ladder step worse than its baseline",
@@ -201,6 +203,8 @@ def _failure(check: Check) -> Failure:
         return Failure.NOT_COMPARABLE if details.get("what", "latency") == "latency" else Failure.OTHER_ENGINE
     if outcome is Outcome.UNKNOWN:
         return Failure.UNDECIDED
+    if outcome is Outcome.NOT_RECORDED:
+        return Failure.NO_HISTORY
     if outcome in (Outcome.NO_BASELINE, Outcome.UNUSABLE_BASELINE):
         return Failure.BASELINE
     if check.category == DRIFT or metric == OUTPUT_DRIFT:

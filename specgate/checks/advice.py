@@ -5,8 +5,9 @@ Kinds: a latency regression (which arm and metric, how much beyond the tolerance
 it offline), an undecided comparison (what would decide it), latency not comparable with a stored baseline (another
 machine), outputs and acceptance not comparable with it (another engine or dtype), an acceptance drop, output drift
 (first divergence; numerics or a bug), a task-accuracy drop, a ladder step worse than its stored self, an SLA breach
-(which SLA, by how much, the profile's rollback rule), a missing or unusable baseline, and errors of the
-infrastructure (the cause; nothing was measured, so nothing passed).
+(which SLA, by how much, the profile's rollback rule), a missing or unusable baseline, a runtime change with too
+little history of this machine to judge it, and errors of the infrastructure (the cause; nothing was measured, so
+nothing passed).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def _latency(checks: list[Check], hardware: str) -> str:
     return f"latency regression on {_where(worst)}: {metrics} (tolerance {tolerance:.0%}), {how}"
 
 
-def _one(kind: Failure, checks: list[Check], hardware: str) -> str:
+def _one(kind: Failure, checks: list[Check], hardware: str, beside: bool = False) -> str:
+    """The recommendation for one kind of failure of a pair × workload; `beside`: the run measured a reference beside
+    the candidate there (then that is not what to advise)."""
     first = checks[0]
     names = ", ".join(c.name for c in checks)
     if kind is Failure.LATENCY:
@@ -69,8 +72,12 @@ def _one(kind: Failure, checks: list[Check], hardware: str) -> str:
         return (
             f"no baseline of this engine and dtype for {_where(first)} ({names}): outputs and acceptance are compared "
             "only with runs of the same engine; record one with it (pytest suites/ --hardware="
-            f"{hardware} --pair={first.pair} --engine=… --update-baselines) or gate beside a reference measured "
-            "in the same run (pairs.<pair>.reference or --reference=PAIR)"
+            f"{hardware} --pair={first.pair} --engine=… --update-baselines)"
+            + (
+                "; the reference measured beside it in this run compared them already (reference:*)"
+                if beside
+                else " or gate beside a reference measured in the same run (pairs.<pair>.reference or --reference=PAIR)"
+            )
         )
     if kind is Failure.NOT_COMPARABLE:
         return (
@@ -111,6 +118,11 @@ def _one(kind: Failure, checks: list[Check], hardware: str) -> str:
             f"the measurement of {_where(first)} is not usable ({headline(first.message)}): fix the engine or server "
             "(the errors are in verdict.json and the pytest output) and run again; the other checks of "
             f"{_where(first)} failed because of it"
+        )
+    if kind is Failure.NO_HISTORY:
+        return (
+            f"no history of the released build on this machine for {_where(first)} ({names}): "
+            f"{first.message.removeprefix('BLOCK: ').split(' [', 1)[0]}"
         )
     if kind is Failure.BASELINE:
         return f"baseline problem on {_where(first)}: {headline(first.message)}"
@@ -153,9 +165,10 @@ def advise(checks: Sequence[Check], errors: Sequence[str], hardware: str) -> lis
         if not check.passed:
             groups.setdefault((check.pair, check.workload, check.failure or Failure.OTHER), []).append(check)
     broken = {(pair, workload) for pair, workload, kind in groups if kind is Failure.INFRASTRUCTURE}
+    beside = {(c.pair, c.workload) for c in checks if _beside(c)}
     # the rest of a broken measurement's failures follow from it
     advice = [
-        _one(kind, group, hardware)
+        _one(kind, group, hardware, (pair, workload) in beside)
         for (pair, workload, kind), group in groups.items()
         if kind is Failure.INFRASTRUCTURE or (pair, workload) not in broken
     ]

@@ -79,12 +79,13 @@ def environment_check(subject: Subject, policy: GatePolicy, levels: Levels) -> C
         if mine is not None and r.fingerprint is not None and same_hardware(r.fingerprint, mine)
     ]
     changed = "; ".join(changes)
+    engine = f" --engine={record.engine}" if record.engine else ""
     if len(runs) < policy.min_history_runs:
         message = (
             f"BLOCK: the runtime changed ({changed}) and this machine has {len(runs)} of the "
             f"{policy.min_history_runs} stored runs needed to tell whether it slowed both arms alike — reference mode "
             "cannot see that. Record the released build's history on this machine first (on a quiet, dedicated "
-            f"runner: pytest suites/ --hardware={record.hardware} --pair={plan.pair} --update-baselines, "
+            f"runner: pytest suites/ --hardware={record.hardware} --pair={plan.pair}{engine} --update-baselines, "
             f"{policy.min_history_runs} times, before the change), or gate against a reference served in the "
             f"released runtime (an openai pair whose endpoint runs the released build) [{source}]"
         )
@@ -95,7 +96,7 @@ def environment_check(subject: Subject, policy: GatePolicy, levels: Levels) -> C
             False,
             message,
             arm=plan.released,
-            details={"outcome": "UNKNOWN", "changes": changes, "history_runs": len(runs)},
+            details={"outcome": "NOT RECORDED", "changes": changes, "history_runs": len(runs)},
         )
     return _against_history(subject, policy, levels, reference, runs, changes)
 

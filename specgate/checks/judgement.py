@@ -77,9 +77,13 @@ def not_comparable(subject: Subject, key: str, reason: str, policy: GatePolicy, 
     engine = f" --engine={subject.record.engine}" if what != "latency" and subject.record.engine else ""
     fix = (
         f"record one here (pytest suites/ --hardware={subject.record.hardware} --pair={plan.pair}{engine} "
-        f"--update-baselines{times}) or gate against a reference measured beside it "
-        f"(pairs.{plan.pair}.reference in specgate.yaml, or --reference=PAIR)"
+        f"--update-baselines{times})"
     )
+    if plan.reference is None:
+        fix += (
+            f" or gate against a reference measured beside it (pairs.{plan.pair}.reference in specgate.yaml, or "
+            "--reference=PAIR)"
+        )
     head = "not gated (latency_baseline: optional)" if optional else "BLOCK"
     message = f"{head}: {what} not comparable — {reason} — {fix} [baseline {subject.source}]"
     arm, _ = split_key(key, plan.released)

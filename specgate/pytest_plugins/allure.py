@@ -52,6 +52,7 @@ KNOWN_SHAPES: dict[Failure, tuple[str, ...]] = {
     Failure.OUTPUTS: ("greedy drift ", "BLOCK: no request completed in both arms"),
     Failure.LADDER_REGRESSED: ("REGRESSED: step ",),
     Failure.INFRASTRUCTURE: ("BLOCK: cannot measure reliably",),
+    Failure.NO_HISTORY: ("BLOCK: the runtime changed (",),
 }
 ANY = r"[\s\S]*"
 
