@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from specgate.engines.base import ArmRun, RequestTrace, SpecCounters
 from specgate.measure.metrics import (
+    FEW_UNITS,
+    bootstrap_interval,
+    jackknife_ratio_interval,
     measure_speedup,
     predicted_speedup,
     request_metrics,
@@ -130,6 +134,36 @@ def test_speedup_is_ratio_of_paired_wall_times_with_ci() -> None:
     assert s.ci == pytest.approx((2.0, 2.0))
     assert s.predicted == pytest.approx((1 - 0.5**4) / 0.5)
     assert measure_speedup(ar, [_unit("spec", "c", 0, 1.0)]) is None
+
+
+def test_a_speedup_over_a_few_units_has_an_interval_that_covers() -> None:
+    """Three paired units (a load-mode arm's rounds): the percentile bootstrap's interval covered the true speedup in
+    three quarters of simulated runs (1,504 of 2,000) where it states 95 %; the jackknife-t interval that
+    measure_speedup uses below FEW_UNITS covers it in at least 93 %; the bootstrap is kept where the units are many."""
+    rng = np.random.default_rng(7)
+    true_speedup, trials, units = 2.0, 2000, 3
+    covered = {"jackknife": 0, "bootstrap": 0}
+    for trial in range(trials):
+        plain = 10.0 * np.exp(rng.normal(0.0, 0.15, units))
+        spec = plain / true_speedup * np.exp(rng.normal(0.0, 0.15, units))
+        low, high = jackknife_ratio_interval(plain, spec)
+        covered["jackknife"] += low <= true_speedup <= high
+        pairs = np.stack([plain, spec], axis=1)
+        low, high = bootstrap_interval(pairs, lambda r: r.sum(axis=1)[:, 0] / r.sum(axis=1)[:, 1], seed=trial)
+        covered["bootstrap"] += low <= true_speedup <= high
+    assert covered["jackknife"] / trials >= 0.93  # 1,909 of 2,000
+    assert covered["bootstrap"] / trials < 0.80
+    ar = [_unit("ar", p, 0, w) for p, w in zip("abc", (4.0, 5.0, 3.0), strict=True)]
+    spec = [_unit("spec", p, 0, w) for p, w in zip("abc", (2.0, 2.0, 2.0), strict=True)]
+    s = measure_speedup(ar, spec)
+    assert s is not None and s.value == pytest.approx(2.0)
+    assert s.ci == pytest.approx(jackknife_ratio_interval(np.array([4.0, 5.0, 3.0]), np.array([2.0, 2.0, 2.0])))
+    assert s.ci[0] < 1.5 and s.ci[1] > 2.6  # t on 2 degrees of freedom: wide, as three units are
+    many = [_unit("ar", str(p), 0, 4.0 + p % 3) for p in range(FEW_UNITS)]
+    fast = [_unit("spec", str(p), 0, 2.0) for p in range(FEW_UNITS)]
+    pairs = np.asarray([[a.wall_s, b.wall_s] for a, b in zip(many, fast, strict=True)])
+    bootstrap = bootstrap_interval(pairs, lambda r: r.sum(axis=1)[:, 0] / r.sum(axis=1)[:, 1])
+    assert measure_speedup(many, fast).ci == pytest.approx(bootstrap)  # type: ignore[union-attr]
 
 
 def test_speedup_pairs_the_rounds_both_arms_ran() -> None:
