@@ -109,13 +109,13 @@ def jackknife_ratio_interval(numerator: np.ndarray, denominator: np.ndarray) -> 
     of its logarithm (leave one unit out) with Student's t on n − 1 degrees of freedom. Over so few units the
     percentile bootstrap is too narrow (three units have ten distinct resamples; it covered about three quarters of
     the time where 95 % was stated, tests/test_metrics.py)."""
-    from specgate.stats.decision import t_quantile
+    from scipy.special import stdtrit  # not scipy.stats: importing it probes torch, which a served-only install lacks
 
     n = len(numerator)
     centre = math.log(float(numerator.sum()) / float(denominator.sum()))
     left_out = np.log((numerator.sum() - numerator) / (denominator.sum() - denominator))
     se = math.sqrt((n - 1) / n * float(np.sum((left_out - left_out.mean()) ** 2)))
-    half = t_quantile(1 - (1 - CONFIDENCE) / 2, n - 1) * se
+    half = float(stdtrit(n - 1, 1 - (1 - CONFIDENCE) / 2)) * se
     return (math.exp(centre - half), math.exp(centre + half))
 
 
