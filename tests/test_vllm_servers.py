@@ -21,7 +21,7 @@ import pytest
 from specgate.config import GatePolicy, Speculation, load_hardware_profile
 from specgate.engines.base import Prompt, RenewsInstances
 from specgate.engines.server_process import ServerProcess, stop_all
-from specgate.engines.vllm_servers import VllmServerEngine, identity
+from specgate.engines.vllm_servers import SETTLE_S, VllmServerEngine, identity
 from specgate.engines.vllm_slowdown import MARKER, slowed
 from specgate.errors import EngineUnavailableError, MeasurementError
 from specgate.measure.protocol import measure_plan
@@ -59,6 +59,7 @@ def _arm(name: str, folder: Path, *, pair: str = "cand", spec: bool = True, slow
 
 
 def _engine(tmp_path: Path, arms: list[Arm], **kwargs: object) -> VllmServerEngine:
+    kwargs.setdefault("settle_s", 0.0)  # no wait between servers unless a test is about it
     engine = VllmServerEngine(None, module=STANDIN, log_dir=tmp_path / "logs", ready_timeout_s=60, **kwargs)  # type: ignore[arg-type]
     engine.load(arms, HARDWARE)
     return engine
@@ -118,6 +119,26 @@ def test_arms_of_one_configuration_share_a_server_and_counters_are_each_servers_
     finally:
         engine.close()
     assert _gone(_pids(pids))
+
+
+def test_a_request_goes_to_another_cpu_server_only_once_the_last_one_has_stopped_polling(
+    tmp_path: Path, model: Path, pids: Path
+) -> None:
+    engine = _engine(tmp_path, [_arm("ar", model, spec=False), _arm("spec", model)], settle_s=None)
+    waits: list[float] = []
+    engine._wait = waits.append  # type: ignore[assignment]
+    try:
+        for arm in ("ar", "ar", "spec", "spec", "ar"):
+            engine.run(PROMPTS[:1], arm, repetition=0)
+        # two switches (ar → spec, spec → ar); the second follows its server's request at once, so it waits
+        assert len(engine._settled) == 2
+        assert waits and 0 < waits[-1] <= SETTLE_S
+        assert any("switched servers 2 times" in n for n in engine.instance_notes())
+        engine._hardware = dataclasses.replace(HARDWARE, backend="cuda", device="cuda:0")
+        engine.run(PROMPTS[:1], "spec", repetition=0)  # an accelerator's servers poll on cores of their own
+        assert len(engine._settled) == 2
+    finally:
+        engine.close()
 
 
 def test_a_different_configuration_gets_its_own_server(tmp_path: Path, model: Path, pids: Path) -> None:
