@@ -8,9 +8,11 @@ beside smollm2-pld-released: the same configuration, an A/A), with `--inject-slo
 A `--workload` subset ends PARTIAL by design, so the exit status is not the verdict: per run, the outcome of every
 `reference:*` comparison (PASS / UNKNOWN / REGRESSED) is read from reports/verdict.json, with its change, its
 minimum detectable effect and its method, the vLLM servers each arm group started (the evaluation's notes) and the
-wall time. Each run's verdict.json and terminal output are kept under --out; a summary table is printed and
-written to --out/summary.md (appended to, so runs of several sessions add up). With `--lock FILE` each run holds
-`flock FILE` (a machine shared with other measurements). Runs alternate A/A and self-test.
+wall time. Each run's verdict.json, its run record (reports/runs/cpu/smollm2-pld/doc_edit.json, as run.json:
+every unit's samples, to split by round, instance or arm order) and terminal output are kept under --out; a
+summary table is printed and written to --out/summary.md (appended to, so runs of several sessions add up).
+With `--lock FILE` each run holds `flock FILE` (a machine shared with other measurements). Runs alternate A/A and
+self-test.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ COMMAND = [
     "-p",
     "no:cacheprovider",
 ]
+
+RECORD = REPO / "reports" / "runs" / "cpu" / "smollm2-pld" / "doc_edit.json"  # each run writes its record here
 
 
 def outcomes(verdict: dict[str, Any]) -> list[dict[str, Any]]:
@@ -74,6 +78,7 @@ def run_once(kind: str, index: int, slowdown: float, lock: str | None, out: Path
     folder.mkdir(parents=True)
     verdict_path = REPO / "reports" / "verdict.json"
     verdict_path.unlink(missing_ok=True)
+    RECORD.unlink(missing_ok=True)
     started = time.perf_counter()
     with (folder / "pytest.log").open("w") as log:
         result = subprocess.run(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False)
@@ -83,6 +88,8 @@ def run_once(kind: str, index: int, slowdown: float, lock: str | None, out: Path
     if verdict_path.exists():
         shutil.copy(verdict_path, folder / "verdict.json")
         verdict = json.loads(verdict_path.read_text())
+    if RECORD.exists():
+        shutil.copy(RECORD, folder / "run.json")
     return {
         "kind": kind,
         "folder": str(folder),
