@@ -232,7 +232,8 @@ def _instance_variance(
     theirs = {s.key: s.instance for s in after.latest().samples}
     pairs = [(mine.get(k, ""), theirs.get(k, "")) for k in keys]
     if all(b == a for b, a in pairs):
-        return 0.0, None, "" if not pairs or not pairs[0][0] else f"; one instance for both ({pairs[0][0]})"
+        served = list(dict.fromkeys(b for b, _ in pairs if b))  # in the order they served
+        return 0.0, None, f"; one instance for both in each unit ({', '.join(served)})" if served else ""
     groups: dict[tuple[str, str], list[float]] = {}
     for pair, value in zip(pairs, values, strict=True):
         groups.setdefault(pair, []).append(float(value))

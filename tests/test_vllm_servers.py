@@ -377,7 +377,9 @@ def test_renewed_instances_enter_the_comparison_unless_one_instance_serves_both(
     widened = paired(TPOT, ref, spec, instance_spread=0.02)
     plain = paired(TPOT, ref, spec, instance_spread=0.0)
     if shared:
-        assert "one instance for both" in widened.how and widened.se == plain.se
+        assert "one instance for both in each unit" in widened.how and widened.se == plain.se
+        served = {s.instance for s in spec.samples}
+        assert len(served) == 2 and all(name in widened.how for name in served)  # every instance named
     else:
         assert "2 instance pair(s)" in widened.how and widened.se > plain.se
     assert any("2 instance(s)" in note for note in measurement.instances)  # type: ignore[attr-defined]
