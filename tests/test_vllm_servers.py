@@ -6,6 +6,7 @@ also when the gate process is killed), port conflicts, the slowdown plugin's ent
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -20,7 +21,7 @@ import pytest
 
 from specgate.config import GatePolicy, Speculation, load_hardware_profile
 from specgate.engines.base import Prompt, RenewsInstances
-from specgate.engines.server_process import ServerProcess, stop_all
+from specgate.engines.server_process import FATAL, ServerProcess, guard_fatal_signals, stop_all
 from specgate.engines.vllm_servers import SETTLE_S, VllmServerEngine, identity
 from specgate.engines.vllm_slowdown import MARKER, slowed
 from specgate.errors import EngineUnavailableError, MeasurementError
@@ -207,6 +208,103 @@ def test_a_killed_gate_process_leaves_no_server_behind(tmp_path: Path, model: Pa
         finally:
             gate.send_signal(signal.SIGKILL)
     assert _gone(server)
+
+
+def test_a_gate_terminated_while_a_server_starts_stops_that_server(tmp_path: Path, model: Path, pids: Path) -> None:
+    """A CI job cancelled during a server's start: SIGTERM to the gate, while the server ignores SIGTERM (as a
+    starting vLLM server does, so the kernel's death signal does not end it). The gate stops it and dies of SIGTERM."""
+    script = tmp_path / "gate.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
+        from test_vllm_servers import HARDWARE, _arm
+        from specgate.engines.vllm_servers import VllmServerEngine
+        engine = VllmServerEngine(None, module="vllm_standin", log_dir=Path({str(tmp_path / "logs")!r}))
+        engine.load([_arm("spec", Path({str(model)!r}))], HARDWARE)
+        engine._ensure_started(engine._instance("spec"))
+    """)
+    )
+    env = {**os.environ, "STANDIN_MODE": "deaf-start"}
+    with subprocess.Popen([sys.executable, str(script)], env=env) as gate:
+        server: list[int] = []
+        try:
+            deadline = time.monotonic() + 60
+            while not server and time.monotonic() < deadline and gate.poll() is None:
+                time.sleep(0.1)
+                server = _pids(pids)
+            assert len(server) == 1 and _alive(server[0])
+            time.sleep(1.0)  # the stand-in has set SIGTERM aside by now
+            gate.send_signal(signal.SIGTERM)
+            assert gate.wait(timeout=60) == -signal.SIGTERM
+            assert _gone(server)
+        finally:
+            for pid in server:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if gate.poll() is None:
+                gate.kill()
+
+
+def test_a_gate_killed_while_a_server_starts_leaves_no_server_behind(tmp_path: Path, model: Path, pids: Path) -> None:
+    """SIGKILL to the gate (no handler runs) while its server starts and ignores SIGTERM: the watchdog ends it."""
+    script = tmp_path / "gate.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, threading, time
+        from pathlib import Path
+        sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
+        from test_vllm_servers import HARDWARE, _arm
+        from specgate.engines import server_process
+        from specgate.engines.vllm_servers import VllmServerEngine
+        engine = VllmServerEngine(None, module="vllm_standin", log_dir=Path({str(tmp_path / "logs")!r}))
+        engine.load([_arm("spec", Path({str(model)!r}))], HARDWARE)
+        threading.Thread(target=engine._ensure_started, args=(engine._instance("spec"),), daemon=True).start()
+        while not server_process._LIVE:
+            time.sleep(0.05)
+        print(server_process._watchdog.pid if server_process._watchdog else 0, flush=True)
+        time.sleep(600)
+    """)
+    )
+    env = {**os.environ, "STANDIN_MODE": "deaf-start"}
+    with subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True) as gate:
+        server: list[int] = []
+        try:
+            assert gate.stdout is not None
+            watchdog = int(gate.stdout.readline())
+            deadline = time.monotonic() + 60
+            while not server and time.monotonic() < deadline:
+                time.sleep(0.1)
+                server = _pids(pids)
+            assert len(server) == 1 and _alive(server[0])
+            time.sleep(1.0)  # the stand-in has set SIGTERM aside by now
+            gate.kill()
+            assert gate.wait(timeout=60) == -signal.SIGKILL
+            assert _gone(server)
+            assert watchdog and _gone([watchdog])
+        finally:
+            for pid in server:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if gate.poll() is None:
+                gate.kill()
+
+
+def test_the_fatal_signal_guard_keeps_a_handler_someone_else_set() -> None:
+    def mine(signum: int, frame: object) -> None:
+        pass
+
+    saved = {s: signal.getsignal(s) for s in FATAL}
+    try:
+        signal.signal(signal.SIGTERM, mine)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        guard_fatal_signals()
+        assert signal.getsignal(signal.SIGTERM) is mine
+        assert signal.getsignal(signal.SIGHUP) is not signal.SIG_DFL
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def test_a_port_taken_meanwhile_is_retried_on_another(

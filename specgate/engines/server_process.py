@@ -12,8 +12,16 @@ engine-core and worker processes go with it. Nothing is left behind:
 
 - `stop()` is idempotent, and every live server is stopped by `stop_all()`, which runs at interpreter exit (atexit:
   a normal end, an exception, a KeyboardInterrupt);
-- on Linux each server gets SIGTERM from the kernel when the process that started it dies (`PR_SET_PDEATHSIG`),
-  so even a killed gate (SIGKILL, OOM) leaves no orphan serving on.
+- a SIGTERM or SIGHUP to the gate (a cancelled CI job, a closed terminal) ends it without atexit: from the first
+  server's start on, the gate's main thread answers those signals (where nothing else does) by stopping every live
+  server (SIGTERM, SIGKILL to each group after `DYING_STOP_S`) and then dying of the same signal. This matters
+  because a starting vLLM server ignores SIGTERM for most of its start;
+- a gate killed outright (SIGKILL, the OOM killer, a CI runner killing the job's process group: the servers sit in
+  sessions of their own, out of its reach) runs no code at all. Two guards outlive it: on Linux each server gets
+  SIGTERM from the kernel when the process that started it dies (`PR_SET_PDEATHSIG`), which a starting vLLM server
+  ignores; and a watchdog process in a session of its own, started with the first server, holds the other end of a
+  pipe from the gate and the list of live server groups: when the pipe closes (the gate is gone, however it died)
+  it sends each group still listed SIGTERM, then SIGKILL after `DYING_STOP_S`, and exits.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from specgate.errors import EngineUnavailableError
 
 PORT_TRIES = 3
 STOP_TIMEOUT_S = 30.0
+DYING_STOP_S = 5.0  # how long a gate that got SIGTERM waits for its servers before SIGKILL
 POLL_S = 0.5
 PORT_TAKEN = ("address already in use", "errno 98", "eaddrinuse")
 PR_SET_PDEATHSIG = 1
@@ -57,19 +66,116 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-_LIVE: set[ServerProcess] = set()
-_LIVE_LOCK = threading.Lock()
+_WATCHDOG = f"""
+import os, signal, sys, time
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, signal.SIG_IGN)
+groups = set()
+for line in sys.stdin:  # until the gate's end of the pipe closes
+    sign, group = line.split()
+    (groups.add if sign == "+" else groups.discard)(int(group))
+def left(sig):
+    alive = []
+    for group in groups:
+        try:
+            os.killpg(group, sig)
+            alive.append(group)
+        except OSError:
+            pass
+    return alive
+left(signal.SIGTERM)
+deadline = time.monotonic() + {DYING_STOP_S}
+while left(0) and time.monotonic() < deadline:
+    time.sleep(0.1)
+left(signal.SIGKILL)
+"""
+_watchdog: subprocess.Popen[bytes] | None = None
 
 
-def stop_all() -> None:
-    """Stop every server still alive (atexit, and for callers that tear everything down)."""
+def _watch(sign: str, group: int) -> None:
+    """Tell the watchdog (see the module docstring) that a server group started ("+") or was stopped ("-")."""
+    global _watchdog
+    if not sys.platform.startswith("linux"):
+        return
     with _LIVE_LOCK:
-        servers = list(_LIVE)
-    for server in servers:
-        server.stop()
+        if sign == "+" and (_watchdog is None or _watchdog.poll() is not None):
+            _watchdog = subprocess.Popen(  # a fixed script, no shell
+                [sys.executable, "-c", _WATCHDOG],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        if _watchdog is not None and _watchdog.stdin is not None:
+            with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: a handler re-entered
+                _watchdog.stdin.write(f"{sign} {group}\n".encode())
+                _watchdog.stdin.flush()
 
 
+_LIVE: set[subprocess.Popen[bytes]] = set()  # each server's leading process, from its spawn until it is stopped
+_LIVE_LOCK = threading.RLock()  # re-entrant: the signal handler below runs in the main thread, which may hold it
+
+
+def stop_all(timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stop every server still alive, all at once (atexit, the gate's SIGTERM, callers that tear everything down):
+    SIGTERM to each group, SIGKILL to each after `timeout_s`."""
+    with _LIVE_LOCK:
+        processes = list(_LIVE)
+    _end(processes, timeout_s)
+    with _LIVE_LOCK:
+        _LIVE.difference_update(processes)
+    for process in processes:
+        _watch("-", process.pid)
+
+
+def _end(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    """SIGTERM to each process's group, SIGKILL to each group after `timeout_s` (and to whatever outlived its
+    leader). It polls rather than waits, so it also works from a signal handler that interrupted a wait."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
+        _signal_group(process.pid, signal.SIGTERM)  # start_new_session: each server leads its own group
+    _poll_until_gone(running, timeout_s)
+    for process in processes:
+        _signal_group(process.pid, signal.SIGKILL)
+    _poll_until_gone(running, STOP_TIMEOUT_S)
+
+
+def _poll_until_gone(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _retire_watchdog() -> None:
+    """At exit, once `stop_all` has run: close the watchdog's pipe and let it end (it has nothing left to stop)."""
+    watchdog = _watchdog
+    if watchdog is not None and watchdog.stdin is not None:
+        with contextlib.suppress(OSError):
+            watchdog.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            watchdog.wait(timeout=DYING_STOP_S + 5)
+
+
+atexit.register(_retire_watchdog)  # atexit runs last-registered first: stop_all, then this
 atexit.register(stop_all)
+
+FATAL = (signal.SIGTERM, signal.SIGHUP)  # signals whose default action ends the gate without atexit
+
+
+def _die_stopping_servers(signum: int, frame: object) -> None:
+    """The gate's answer to a fatal signal: stop every server, then die of that signal as it would have."""
+    stop_all(DYING_STOP_S)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def guard_fatal_signals() -> None:
+    """Make SIGTERM/SIGHUP stop the servers first, where this is the main thread and no one else handles them."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in FATAL:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _die_stopping_servers)
 
 
 class ServerProcess:
@@ -135,6 +241,7 @@ class ServerProcess:
         self.log = self._log_dir / f"{self.label}-{self.attempts}.log"
         argv = list(self._command(self.port, self.served_name))
         preexec = _die_with_parent if sys.platform.startswith("linux") else None
+        guard_fatal_signals()
         with self.log.open("wb") as output:
             output.write(("$ " + " ".join(argv) + "\n").encode())
             output.flush()
@@ -148,7 +255,8 @@ class ServerProcess:
                 preexec_fn=preexec,  # only prctl(PR_SET_PDEATHSIG)
             )
         with _LIVE_LOCK:
-            _LIVE.add(self)
+            _LIVE.add(self._process)
+        _watch("+", self._process.pid)
 
     def _wait_ready(self) -> str | None:
         """None when ready, else why not."""
@@ -188,19 +296,12 @@ class ServerProcess:
         """SIGTERM to the server's process group, SIGKILL after `STOP_TIMEOUT_S`; then every process left in the
         group is killed too. Safe to call twice."""
         process, self._process = self._process, None
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
         if process is None:
             return
-        group = process.pid  # start_new_session: the server leads its own group
-        if process.poll() is None:
-            _signal_group(group, signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                _signal_group(group, signal.SIGKILL)
-                process.wait(timeout=STOP_TIMEOUT_S)
-        _signal_group(group, signal.SIGKILL)  # children that outlived their leader
+        _end([process], STOP_TIMEOUT_S)
+        with _LIVE_LOCK:  # only now: a SIGTERM to the gate meanwhile still finds this server
+            _LIVE.discard(process)
+        _watch("-", process.pid)
 
     def pids(self) -> list[int]:
         """The server's process and its descendants now (for CPU and run-queue readings)."""

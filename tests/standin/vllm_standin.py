@@ -5,7 +5,8 @@ counters when started with `--speculative-config`), streamed chat completions. N
 `STANDIN_PIDS` names a file each start appends its pid to (and its child's, see below); `STANDIN_MODE`:
 `ok`; `exit` (fails at once); `port-taken` (says its address is in use and exits while `STANDIN_TAKEN` exists,
 deleting it: one conflict); `child` (starts a child process in its group that ignores SIGTERM); `never-ready`
-(listens, but `/health` answers 503). It loads the `vllm.general_plugins` entry points as vLLM does and prints
+(listens, but `/health` answers 503); `deaf-start` (never ready, and ignores SIGTERM, as a starting vLLM server
+does). It loads the `vllm.general_plugins` entry points as vLLM does and prints
 the slowdown marker when specgate's plugin is among them and `SPECGATE_VLLM_SLOWDOWN` is set.
 """
 
@@ -46,7 +47,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/health":
-            self._json(503 if self.mode == "never-ready" else 200, {})
+            self._json(503 if self.mode in ("never-ready", "deaf-start") else 200, {})
         elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": self.served, "object": "model"}]})
         elif self.path == "/version":
@@ -143,7 +144,10 @@ def main() -> None:
     Handler.speculative = args.speculative_config is not None
     Handler.mode = mode
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    if mode == "deaf-start":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever()
 
 
