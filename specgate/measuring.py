@@ -20,6 +20,7 @@ from specgate.engines.base import (
     Prompt,
     RenewsInstances,
     ScoresPerplexity,
+    StartsInstances,
     SwitchesOffSpeculation,
 )
 from specgate.evaluation import Evaluation, evaluate
@@ -196,9 +197,15 @@ def measure_sweep_workload(
     if progress is not None:
         progress.started(swept, len(prompts), policy.repetitions)
     started, clock = time.time(), time.perf_counter()
-    runs = measure_sweep(
-        engine, swept, prompts, policy, levels, None if progress is None else lambda text: progress.note(swept, text)
-    )
+    say = None if progress is None else lambda text: progress.note(swept, text)
+    starts = engine if isinstance(engine, StartsInstances) else None
+    if starts is not None:
+        starts.announce = say  # a sweep's servers start while it runs, too
+    try:
+        runs = measure_sweep(engine, swept, prompts, policy, levels, say)
+    finally:
+        if starts is not None:
+            starts.announce = None
     wall = time.perf_counter() - clock
     frame = Measurement(
         plan=swept,

@@ -117,7 +117,7 @@ def test_the_time_left_counts_the_arms_later_rounds_run() -> None:
     heard: list[tuple[int, int, tuple[int, int] | None]] = []
 
     class Heard(ProgressLines):
-        def unit_done(self, plan, round_index, done, planned, work=None):  # type: ignore[no-untyped-def]
+        def unit_done(self, plan, round_index, done, planned, work=None, setup_s=0.0):  # type: ignore[no-untyped-def]
             heard.append((done, planned, work))
 
     measure_plan(engine, plan, PROMPTS, policy, hardware="cpu", progress=Heard(lambda t, f: None, live=False))
@@ -132,3 +132,16 @@ def test_the_time_left_counts_the_arms_later_rounds_run() -> None:
     now[0] = 3.0  # one unit of three arm-requests, a second each
     progress.unit_done(plan, 0, 1, 2 * n, (3, 5 * n))
     assert lines[-1].endswith(f"1/{2 * n} units, 0m03s elapsed, about 0m{5 * n - 3:02d}s left")
+
+
+def test_the_time_left_leaves_out_the_time_spent_starting_servers() -> None:
+    plan = _plan()
+    now = [0.0]
+    lines: list[str] = []
+    progress = ProgressLines(lambda text, final: lines.append(text), live=False, every_s=0.0, clock=lambda: now[0])
+    progress.started(plan, 4, 2)
+    now[0] = 93.0  # one unit of three arm-requests, a second each, after 90 s of server starts
+    progress.unit_done(plan, 0, 1, 8, (3, 30), 90.0)
+    assert lines[-1].endswith("1/8 units, 1m33s elapsed, about 0m27s left")
+    progress.note(plan, "the vLLM server of spec is up after 40 s")
+    assert lines[-1] == "specgate: fake / w: the vLLM server of spec is up after 40 s"

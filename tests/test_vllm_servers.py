@@ -25,6 +25,7 @@ from specgate.engines.server_process import FATAL, ServerProcess, guard_fatal_si
 from specgate.engines.vllm_servers import SETTLE_S, VllmServerEngine, identity
 from specgate.engines.vllm_slowdown import MARKER, slowed
 from specgate.errors import EngineUnavailableError, MeasurementError
+from specgate.measure.progress import ProgressLines
 from specgate.measure.protocol import measure_plan
 from specgate.plan import Arm, MeasurementPlan
 
@@ -169,6 +170,35 @@ def test_the_measurement_renews_every_server_so_each_arm_has_two_instances(
     assert by_round[("ar", 0)] != by_round[("ar", 1)]
     assert any("2 instance(s)" in n for n in measurement.instances)
     assert len(_pids(pids)) == 4 and _gone(_pids(pids))
+
+
+def test_the_progress_lines_say_when_each_server_starts_and_leave_its_start_out_of_the_estimate(
+    tmp_path: Path, model: Path, pids: Path
+) -> None:
+    arms = (_arm("ar", model, spec=False), _arm("spec", model))
+    engine = _engine(tmp_path, list(arms))
+    plan = MeasurementPlan("cand", "w", arms, (("spec", "ar"),))
+    lines: list[str] = []
+    setups: list[float] = []
+
+    class Heard(ProgressLines):
+        def unit_done(self, plan, round_index, done, planned, work=None, setup_s=0.0):  # type: ignore[no-untyped-def]
+            setups.append(setup_s)
+
+    progress = Heard(lambda text, final: lines.append(text), live=False)
+    try:
+        measure_plan(engine, plan, PROMPTS, GatePolicy(repetitions=2, warmup=0), hardware="cpu", progress=progress)
+        assert engine.announce is None  # only while its measurement runs
+    finally:
+        engine.close()
+    said = [line.removeprefix("specgate: cand / w: ") for line in lines if "vLLM server" in line]
+    assert sorted(said[0::2]) == [  # two servers, each started twice (the renewal before round 2)
+        f"starting the vLLM server of {arm} (instance {n})" for arm in ("ar", "spec") for n in (1, 2)
+    ]
+    assert len(said) == 8
+    for start, up in zip(said[0::2], said[1::2], strict=True):  # each start, then the same server up
+        assert up.startswith(f"the vLLM server of {start.split()[5]} is up after ")
+    assert setups[0] > 0 and setups[-1] >= setups[0] and setups[-1] == pytest.approx(engine.setup_s)
 
 
 def test_close_stops_the_whole_process_group_even_a_child_that_ignores_sigterm(

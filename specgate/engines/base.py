@@ -7,14 +7,15 @@ traces in `specgate.measure.metrics`, so every engine is measured the same way.
 Optional capabilities are small protocols an engine may also satisfy, checked with `isinstance`:
 `ExplainsDivergences` (the target's logit margin at a divergence), `SamplesOutputs` (seeded sampled outputs for
 the distribution test), `ScoresPerplexity` (perplexity on long documents, the ladder's), `ServedEngine` (what a
-served endpoint reported about each run) and `RenewsInstances` (an engine that keeps one instance per arm
-configuration alive and can start new ones: the measurement treats the instance as a random effect).
+served endpoint reported about each run), `RenewsInstances` (an engine that keeps one instance per arm
+configuration alive and can start new ones: the measurement treats the instance as a random effect) and
+`StartsInstances` (an engine whose instances start while it measures: the progress lines say so).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -283,6 +284,19 @@ class RenewsInstances(Protocol):
     def renew(self, arms: Sequence[str]) -> None: ...
 
     def instance_notes(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class StartsInstances(Protocol):
+    """An engine that starts instances (server processes) while it measures, each start taking tens of seconds on a
+    CPU and minutes for a large model on an accelerator. `announce`, when set, hears in words when one starts and
+    when it is up; `setup_s` is the time spent so far starting instances and warming them up (not measuring: the
+    progress estimate of the time left leaves it out)."""
+
+    announce: Callable[[str], None] | None
+
+    @property
+    def setup_s(self) -> float: ...
 
 
 @runtime_checkable

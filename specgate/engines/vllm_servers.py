@@ -50,7 +50,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,12 @@ class VllmServerEngine:
         self._last: tuple[_Instance, float] | None = None  # the instance that ran the last request, and when it ended
         self._settled: list[float] = []  # each wait before a switch of servers
         self._wait = time.sleep
+        self.announce: Callable[[str], None] | None = None  # hears each server's start (`StartsInstances`)
+        self.setup_s = 0.0  # seconds spent starting servers and warming them up so far
+
+    def _say(self, text: str) -> None:
+        if self.announce is not None:
+            self.announce(text)
 
     def load(self, arms: Sequence[Arm], hardware: HardwareProfile, backend: HardwareBackend | None = None) -> None:
         """Resolve every arm, group the arms by identity (one server each) and size the servers' memory; no server
@@ -241,7 +247,11 @@ class VllmServerEngine:
             load = LoadShape(concurrency=batching.concurrency)
         self._ensure_started(instance)
         if not instance.warm:  # the first requests after a start are slower: once through the call's prompts
-            self._send(instance, prompts, arm, -1, LoadShape(concurrency=max(1, len(prompts))))
+            began = time.perf_counter()
+            try:
+                self._send(instance, prompts, arm, -1, LoadShape(concurrency=max(1, len(prompts))))
+            finally:
+                self.setup_s += time.perf_counter() - began
             instance.warm = True
         run = self._send(instance, prompts, arm, repetition, load)
         traces = tuple(dataclasses.replace(t, instance=instance.name) for t in run.traces)
@@ -322,7 +332,13 @@ class VllmServerEngine:
             env=self.environment(setup),
             ready_timeout_s=self._ready_timeout_s,
         )
-        url = server.start()
+        self._say(f"starting the vLLM server of {instance.label} (instance {instance.starts})")
+        began = time.perf_counter()
+        try:
+            url = server.start()
+        finally:
+            self.setup_s += time.perf_counter() - began
+        self._say(f"the vLLM server of {instance.label} is up after {server.startup_s:.0f} s")
         instance.server, instance.warm = server, False
         instance.startup_s.append(server.startup_s)
         if setup.arm.slowdown and MARKER not in server.log_tail(1 << 20):

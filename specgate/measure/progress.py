@@ -5,8 +5,9 @@ on a terminal (`live=True`) one line rewritten in place after every unit; elsewh
 measurement starts, at every look, when it ends, and in between at most every `every_s` seconds (at least one line
 a minute by default). Each line names the pair × workload, the round, the units done of those planned, the elapsed
 time and an estimate of the time left (from the time per arm-request so far, as later rounds may run fewer arms:
-plain decoding in the first only, the arms of undecided comparisons after a look); a look says what each comparison
-decided so far and what is measured next.
+plain decoding in the first only, the arms of undecided comparisons after a look; the time spent starting an
+engine's servers is left out of it); a look says what each comparison decided so far and what is measured next, and
+an engine that starts servers while it measures says when each starts and is up.
 """
 
 from __future__ import annotations
@@ -48,7 +49,13 @@ class ProgressLines:
         )
 
     def unit_done(
-        self, plan: MeasurementPlan, round_index: int, done: int, planned: int, work: tuple[int, int] | None = None
+        self,
+        plan: MeasurementPlan,
+        round_index: int,
+        done: int,
+        planned: int,
+        work: tuple[int, int] | None = None,
+        setup_s: float = 0.0,
     ) -> None:
         now = self._clock()
         if not self._live and now - self._last < self._every and done < planned:
@@ -56,7 +63,8 @@ class ProgressLines:
         self._last = now
         elapsed = now - self._start
         work_done, work_planned = work if work is not None else (done, planned)  # later rounds may run fewer arms
-        left = elapsed / work_done * (work_planned - work_done) if work_done else 0.0
+        measuring = max(0.0, elapsed - setup_s)  # starting servers is not a cost per unit
+        left = measuring / work_done * (work_planned - work_done) if work_done else 0.0
         prompt = (done - 1) % self._prompts + 1
         self._write(
             f"specgate: {plan.pair} / {plan.workload}: round {round_index + 1}, prompt {prompt}/{self._prompts}; "

@@ -53,6 +53,7 @@ from specgate.engines.base import (
     RenewsInstances,
     RequestTrace,
     RunsInLockstep,
+    StartsInstances,
 )
 from specgate.errors import MeasurementError
 from specgate.measure.pressure import between, read_pressure
@@ -139,11 +140,18 @@ class Progress(Protocol):
     def started(self, plan: MeasurementPlan, units: int, rounds: int) -> None: ...
 
     def unit_done(
-        self, plan: MeasurementPlan, round_index: int, done: int, planned: int, work: tuple[int, int] | None = None
+        self,
+        plan: MeasurementPlan,
+        round_index: int,
+        done: int,
+        planned: int,
+        work: tuple[int, int] | None = None,
+        setup_s: float = 0.0,
     ) -> None:
         """A unit (a prompt in every active arm; a whole round for engines that run whole arms) is done: `done` of
         `planned` so far; `work` counts arm-requests (done, planned), as the units of later rounds may run fewer
-        arms."""
+        arms; `setup_s` is the time spent so far starting and warming the engine's instances (`StartsInstances`),
+        not measuring."""
 
     def looked(self, plan: MeasurementPlan, round_index: int, next_rounds: Next) -> None: ...
 
@@ -165,6 +173,7 @@ class _Runs:
     probes: dict[str, list[ArmRun]]
     warmed: set[str] = field(default_factory=set)
     work: int = 0  # arm-requests of the units done, for the progress estimate
+    setup_base: float = 0.0  # the engine's `StartsInstances.setup_s` when the measurement began
 
     def warm(self, arm: str) -> None:
         """Just before the arm's first measured call: warm-up requests (engines that switch arms start once)."""
@@ -296,30 +305,39 @@ def measure_plan(
     planned = policy.repetitions
     if progress is not None:
         progress.started(plan, len(prompts), planned)
-    rounds = 0
-    renew_at = {1}  # new instances before the second round and before each batch of rounds a look adds
-    while rounds < planned:
-        if rounds in renew_at and isinstance(engine, RenewsInstances):
-            engine.renew(active)
-        after = tuple(a for a in active if a not in first_only) if rounds == 0 else active
-        _round(state, active, rounds, probes, progress, (planned, len(after)))
-        for arm in active:
-            rounds_by_arm[arm] += 1
-        rounds += 1
-        active = after
-        if rounds < planned or stop is None or rounds >= last or len(looks) + 1 >= max(1, policy.looks):
-            continue
-        next_rounds = _next(stop(snapshot(rounds)))
-        looks.append(f"after round {rounds}: {next_rounds.why or ('stop' if not next_rounds.rounds else 'more')}")
+    starts = engine if isinstance(engine, StartsInstances) else None
+    if starts is not None:
+        state.setup_base = starts.setup_s
         if progress is not None:
-            progress.looked(plan, rounds, next_rounds)
-        if next_rounds.rounds <= 0:
-            break
-        planned = min(last, rounds + next_rounds.rounds)
-        renew_at.add(rounds)
-        if next_rounds.arms is not None:
-            active = tuple(a for a in plan.names if a in next_rounds.arms)
-    return snapshot(rounds)
+            starts.announce = lambda text: progress.note(plan, text)
+    try:
+        rounds = 0
+        renew_at = {1}  # new instances before the second round and before each batch of rounds a look adds
+        while rounds < planned:
+            if rounds in renew_at and isinstance(engine, RenewsInstances):
+                engine.renew(active)
+            after = tuple(a for a in active if a not in first_only) if rounds == 0 else active
+            _round(state, active, rounds, probes, progress, (planned, len(after)))
+            for arm in active:
+                rounds_by_arm[arm] += 1
+            rounds += 1
+            active = after
+            if rounds < planned or stop is None or rounds >= last or len(looks) + 1 >= max(1, policy.looks):
+                continue
+            next_rounds = _next(stop(snapshot(rounds)))
+            looks.append(f"after round {rounds}: {next_rounds.why or ('stop' if not next_rounds.rounds else 'more')}")
+            if progress is not None:
+                progress.looked(plan, rounds, next_rounds)
+            if next_rounds.rounds <= 0:
+                break
+            planned = min(last, rounds + next_rounds.rounds)
+            renew_at.add(rounds)
+            if next_rounds.arms is not None:
+                active = tuple(a for a in plan.names if a in next_rounds.arms)
+        return snapshot(rounds)
+    finally:
+        if starts is not None:
+            starts.announce = None
 
 
 def _next(answer: Next | bool) -> Next:
@@ -346,7 +364,9 @@ def _round(
             left = (repetition + 1) * len(prompts) - units
             later = (planned[0] - repetition - 1) * len(prompts) * planned[1]
             work = (state.work, state.work + left * len(arms) + later)
-            progress.unit_done(plan, repetition, units, len(prompts) * planned[0], work)
+            engine = state.engine
+            setup = engine.setup_s - state.setup_base if isinstance(engine, StartsInstances) else 0.0
+            progress.unit_done(plan, repetition, units, len(prompts) * planned[0], work, setup)
 
     if not state.engine.per_request or _load_mode(state.load):
         for arm in plan.order(repetition, 0, arms):
