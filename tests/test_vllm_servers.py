@@ -214,22 +214,51 @@ def test_close_stops_the_whole_process_group_even_a_child_that_ignores_sigterm(
     assert _gone(started)
 
 
-def test_a_killed_gate_process_leaves_no_server_behind(tmp_path: Path, model: Path, pids: Path) -> None:
+def _gate_script(tmp_path: Path, model: Path, then: str) -> Path:
+    """A gate process for the lifecycle tests: a vllm engine on the stand-in with one arm, then the code `then`."""
     script = tmp_path / "gate.py"
-    script.write_text(
-        textwrap.dedent(f"""
-        import sys, time
+    head = f"""
+        import sys, threading, time
         from pathlib import Path
         sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
         from test_vllm_servers import HARDWARE, _arm
+        from specgate.engines import server_process
         from specgate.engines.vllm_servers import VllmServerEngine
         engine = VllmServerEngine(None, module="vllm_standin", log_dir=Path({str(tmp_path / "logs")!r}))
         engine.load([_arm("spec", Path({str(model)!r}))], HARDWARE)
+    """
+    script.write_text(textwrap.dedent(head) + textwrap.dedent(then))
+    return script
+
+
+def _deaf_server(pids: Path, gate: subprocess.Popen[str]) -> list[int]:
+    """The stand-in the gate is starting, once it has set SIGTERM aside (`deaf-start`)."""
+    server: list[int] = []
+    deadline = time.monotonic() + 60
+    while not server and time.monotonic() < deadline and gate.poll() is None:
+        time.sleep(0.1)
+        server = _pids(pids)
+    assert len(server) == 1 and _alive(server[0])
+    time.sleep(1.0)
+    return server
+
+
+def _kill(pids: Path, gate: subprocess.Popen[str]) -> None:
+    """Whatever a failed test left running."""
+    for pid in _pids(pids):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if gate.poll() is None:
+        gate.kill()
+
+
+def test_a_killed_gate_process_leaves_no_server_behind(tmp_path: Path, model: Path, pids: Path) -> None:
+    then = """
         engine._ensure_started(engine._instance("spec"))
         print("ready", flush=True)
         time.sleep(600)
-    """)
-    )
+    """
+    script = _gate_script(tmp_path, model, then)
     with subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True) as gate:
         try:
             assert gate.stdout is not None and gate.stdout.readline().strip() == "ready"
@@ -243,82 +272,40 @@ def test_a_killed_gate_process_leaves_no_server_behind(tmp_path: Path, model: Pa
 def test_a_gate_terminated_while_a_server_starts_stops_that_server(tmp_path: Path, model: Path, pids: Path) -> None:
     """A CI job cancelled during a server's start: SIGTERM to the gate, while the server ignores SIGTERM (as a
     starting vLLM server does, so the kernel's death signal does not end it). The gate stops it and dies of SIGTERM."""
-    script = tmp_path / "gate.py"
-    script.write_text(
-        textwrap.dedent(f"""
-        import sys
-        from pathlib import Path
-        sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
-        from test_vllm_servers import HARDWARE, _arm
-        from specgate.engines.vllm_servers import VllmServerEngine
-        engine = VllmServerEngine(None, module="vllm_standin", log_dir=Path({str(tmp_path / "logs")!r}))
-        engine.load([_arm("spec", Path({str(model)!r}))], HARDWARE)
-        engine._ensure_started(engine._instance("spec"))
-    """)
-    )
+    script = _gate_script(tmp_path, model, 'engine._ensure_started(engine._instance("spec"))\n')
     env = {**os.environ, "STANDIN_MODE": "deaf-start"}
-    with subprocess.Popen([sys.executable, str(script)], env=env) as gate:
-        server: list[int] = []
+    with subprocess.Popen([sys.executable, str(script)], env=env, text=True) as gate:
         try:
-            deadline = time.monotonic() + 60
-            while not server and time.monotonic() < deadline and gate.poll() is None:
-                time.sleep(0.1)
-                server = _pids(pids)
-            assert len(server) == 1 and _alive(server[0])
-            time.sleep(1.0)  # the stand-in has set SIGTERM aside by now
+            server = _deaf_server(pids, gate)
             gate.send_signal(signal.SIGTERM)
             assert gate.wait(timeout=60) == -signal.SIGTERM
             assert _gone(server)
         finally:
-            for pid in server:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            if gate.poll() is None:
-                gate.kill()
+            _kill(pids, gate)
 
 
 def test_a_gate_killed_while_a_server_starts_leaves_no_server_behind(tmp_path: Path, model: Path, pids: Path) -> None:
     """SIGKILL to the gate (no handler runs) while its server starts and ignores SIGTERM: the watchdog ends it."""
-    script = tmp_path / "gate.py"
-    script.write_text(
-        textwrap.dedent(f"""
-        import sys, threading, time
-        from pathlib import Path
-        sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
-        from test_vllm_servers import HARDWARE, _arm
-        from specgate.engines import server_process
-        from specgate.engines.vllm_servers import VllmServerEngine
-        engine = VllmServerEngine(None, module="vllm_standin", log_dir=Path({str(tmp_path / "logs")!r}))
-        engine.load([_arm("spec", Path({str(model)!r}))], HARDWARE)
+    then = """
         threading.Thread(target=engine._ensure_started, args=(engine._instance("spec"),), daemon=True).start()
         while not server_process._LIVE:
             time.sleep(0.05)
         print(server_process._watchdog.pid if server_process._watchdog else 0, flush=True)
         time.sleep(600)
-    """)
-    )
+    """
     env = {**os.environ, "STANDIN_MODE": "deaf-start"}
+    script = _gate_script(tmp_path, model, then)
     with subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True) as gate:
-        server: list[int] = []
         try:
             assert gate.stdout is not None
             watchdog = int(gate.stdout.readline())
-            deadline = time.monotonic() + 60
-            while not server and time.monotonic() < deadline:
-                time.sleep(0.1)
-                server = _pids(pids)
-            assert len(server) == 1 and _alive(server[0])
-            time.sleep(1.0)  # the stand-in has set SIGTERM aside by now
+            server = _deaf_server(pids, gate)
             gate.kill()
             assert gate.wait(timeout=60) == -signal.SIGKILL
             assert _gone(server)
             assert watchdog and _gone([watchdog])
         finally:
-            for pid in server:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            if gate.poll() is None:
-                gate.kill()
+            _kill(pids, gate)
 
 
 def test_the_fatal_signal_guard_keeps_a_handler_someone_else_set() -> None:
