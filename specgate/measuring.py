@@ -20,8 +20,8 @@ from specgate.engines.base import (
     Prompt,
     RenewsInstances,
     ScoresPerplexity,
-    StartsInstances,
     SwitchesOffSpeculation,
+    announcing,
 )
 from specgate.evaluation import Evaluation, evaluate
 from specgate.hardware.backends import HardwareBackend, get_backend
@@ -198,14 +198,8 @@ def measure_sweep_workload(
         progress.started(swept, len(prompts), policy.repetitions)
     started, clock = time.time(), time.perf_counter()
     say = None if progress is None else lambda text: progress.note(swept, text)
-    starts = engine if isinstance(engine, StartsInstances) else None
-    if starts is not None:
-        starts.announce = say  # a sweep's servers start while it runs, too
-    try:
+    with announcing(engine, say):  # a sweep's servers start while it runs, too
         runs = measure_sweep(engine, swept, prompts, policy, levels, say)
-    finally:
-        if starts is not None:
-            starts.announce = None
     wall = time.perf_counter() - clock
     frame = Measurement(
         plan=swept,

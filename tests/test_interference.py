@@ -34,6 +34,41 @@ def test_no_interference_measured_says_nothing() -> None:
     assert busy([_arm([None, None])]).describe() == "interference not measured"
 
 
+def _served(others: list[float], pressure: float = 400.0, wall: float = 1000.0) -> ArmSamples:
+    """A server's requests: the engine's own wait unknown, other processes' CPU and the pressure measured."""
+    samples = tuple(
+        Sample(f"p{i}#0", f"p{i}", 0, 100.0, 10.0, wall, wall, 90, 0, 0, (), pressure_ms=pressure, others_ms=o)
+        for i, o in enumerate(others)
+    )
+    return ArmSamples(samples, tuple(wall / 1000 for _ in samples), tuple(s.key for s in samples))
+
+
+def test_a_servers_own_cpu_pressure_does_not_make_a_quiet_machine_busy() -> None:
+    """A vLLM server's worker spins while its other processes want a CPU: pressure 40 % with nothing else running.
+    Where other processes' CPU is measured, that decides, and the words say which is which."""
+    found = busy([_served([5.0, 0.0, 10.0, 5.0])])
+    assert not found.busy and found.interfered_units == 0
+    assert found.describe().startswith("the machine was quiet: other processes took 0% of the machine's CPU")
+    assert "CPU pressure 40% with the gate's own processes' waits" in found.describe()
+    assert "from below the machine" in _busy_text([_served([5.0, 0.0, 10.0, 5.0])])
+
+
+def test_other_processes_taking_the_machine_make_it_busy_and_their_requests_interfered() -> None:
+    found = busy([_served([480.0, 520.0, 0.0, 0.0])])
+    assert found.busy and found.interfered_units == 2
+    assert found.describe().startswith("the machine was busy: other processes took 25% of the machine's CPU")
+    assert "2 of 4 requests under interference" in found.describe()
+    assert "quieter runner" in _busy_text([_served([480.0, 520.0, 0.0, 0.0])])
+
+
+def test_without_other_processes_measured_pressure_still_decides() -> None:
+    samples = tuple(
+        Sample(f"p{i}#0", f"p{i}", 0, 100.0, 10.0, 1000.0, 1000.0, 90, 0, 0, (), pressure_ms=400.0) for i in range(2)
+    )
+    found = busy([ArmSamples(samples, (1.0, 1.0), tuple(s.key for s in samples))])
+    assert found.busy and found.others_share is None and "with the gate's own" not in found.describe()
+
+
 def test_rollback_sets_plain_decodings_tail_beside_the_same_kind_of_requests() -> None:
     """The P99 of 64 TTFTs (requests and probes) lies further out than the P99 of 16: with probes on the speculative
     arm only, plain decoding's tail is set beside the arm's full requests, and a plain decoding no faster on those

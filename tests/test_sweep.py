@@ -257,3 +257,44 @@ def test_failed_requests_in_the_sweep_block_it_by_name() -> None:
     check = concurrency_knee(evaluation, "spec", SlaLimits(deployment_concurrency=1))
     assert not check.passed and check.message.startswith("BLOCK: requests failed in the sweep (spec 24 of 24 at 1")
     assert {lv.speedup("spec").decision for lv in evaluation.sweep.levels} == {UNDECIDED}
+
+
+def test_a_sweeps_servers_announce_their_starts_while_it_runs_and_not_after() -> None:
+    """An engine that starts instances (`StartsInstances`) tells the progress lines of each start during a sweep, as
+    during any measurement, and is quiet again once the sweep is done."""
+    from specgate.config import HardwareProfile
+    from specgate.engines.base import StartsInstances
+    from specgate.measure.progress import ProgressLines
+
+    class Starting(FakeEngine):
+        def __init__(self) -> None:
+            super().__init__(KNEE_AT_4, seed=0, batched=True)
+            self.announce: Callable[[str], None] | None = None
+            self.setup_s = 0.0
+            self.up: set[str] = set()
+
+        def ready(self, arm: str, prompts: object) -> None:
+            if arm not in self.up:
+                self.up.add(arm)
+                if self.announce is not None:
+                    self.announce(f"starting the server of {arm}")
+
+        def run(self, prompts, arm, *, repetition, load=None):  # type: ignore[no-untyped-def]
+            self.ready(arm, prompts)
+            return super().run(prompts, arm, repetition=repetition, load=load)
+
+    plan = two_arm_plan("fake", "sweep", Speculation("prompt_lookup", 4))
+    engine = Starting()
+    assert isinstance(engine, StartsInstances)
+    engine._arms = {arm.name: arm for arm in plan.arms}
+    lines: list[str] = []
+    progress = ProgressLines(lambda text, final: lines.append(text), live=False)
+    workload = WorkloadConfig("sweep", Path("none.jsonl"), sweep=LEVELS)
+    policy = GatePolicy(repetitions=2, warmup=0, min_samples=4)
+    measure_sweep_workload(engine, plan, workload, _prompts(), policy, HardwareProfile("cpu", "cpu", "cpu"), SlaLimits(),
+                           progress)  # fmt: skip
+    assert [line for line in lines if "starting the server" in line] == [
+        "specgate: fake / sweep: starting the server of ar",
+        "specgate: fake / sweep: starting the server of spec",
+    ]
+    assert engine.announce is None

@@ -143,6 +143,38 @@ def test_a_request_goes_to_another_cpu_server_only_once_the_last_one_has_stopped
         engine.close()
 
 
+def test_a_measured_call_finds_its_server_started_warm_and_settled_before_the_machine_is_read(
+    tmp_path: Path, model: Path, pids: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The readings of the machine around a measured call (pressure, steal, other processes' CPU) cover the request
+    only: a server's start, its warm-up and the wait for the last server to go idle happen before them. The server's
+    processes count as the gate's own, not as other work."""
+    from specgate.engines.server_process import live_groups
+    from specgate.measure import protocol
+
+    engine = _engine(tmp_path, [_arm("ar", model, spec=False), _arm("spec", model)], settle_s=0.3)
+    seen: list[tuple[dict[str, int], float, int, frozenset[int]]] = []
+    real = protocol.read_pressure
+
+    def reading():  # type: ignore[no-untyped-def]
+        seen.append((engine.starts(), engine.setup_s, len(engine._settled), live_groups()))
+        return real()
+
+    monkeypatch.setattr(protocol, "read_pressure", reading)
+    try:
+        ar = protocol.timed_run(engine, PROMPTS[:1], "ar", 0, None)
+        spec = protocol.timed_run(engine, PROMPTS[:1], "spec", 0, None)
+    finally:
+        engine.close()
+    (ar_before, ar_after), (spec_before, spec_after) = seen[:2], seen[2:]
+    assert ar_before[0] == {"ar": 1, "spec": 0} and ar_before[1] > 0  # started and warmed before the first reading
+    assert spec_before[0] == {"ar": 1, "spec": 1} and spec_before[2] == 1  # the switch's wait too
+    assert ar_after[1:3] == ar_before[1:3] and spec_after[1:3] == spec_before[1:3]  # nothing of it inside
+    assert len(spec_before[3]) == 2  # both servers' groups are the gate's own
+    assert ar.others_s is not None and spec.others_s is not None
+    assert ar.others_s <= ar.wall_s and spec.others_s <= spec.wall_s
+
+
 def test_a_different_configuration_gets_its_own_server(tmp_path: Path, model: Path, pids: Path) -> None:
     arms = [_arm("spec", model, slowdown=0.1), _arm("ref-spec", model, pair="ref")]
     engine = _engine(tmp_path, arms)

@@ -128,7 +128,7 @@ def _busy_text(arms: list[ArmSamples | None]) -> str:
     """How busy the machine was, for an UNKNOWN: interference the guest measured, or that it measured none (then the
     spread comes from below it — other guests on a shared host, frequency changes — or from the configuration)."""
     found = busy(arms)
-    if found.wait_share is None and found.pressure_share is None:
+    if found.wait_share is None and found.others_share is None and found.pressure_share is None:
         return ""
     if not found.busy:
         return (

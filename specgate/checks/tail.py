@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specgate.checks.interference import busy, interfered
+from specgate.checks.interference import busy, interfered, measured
 from specgate.evaluation import Evaluation
 
 MIN_CLEAN = 20
@@ -53,7 +53,7 @@ def ttft_tail(evaluation: Evaluation, arm: str, *, probes_too: bool = True) -> T
     probes = evaluation.probes.get(arm) if probes_too else None
     if probes is not None:
         samples += probes.latest().samples
-    measured = any(s.wait_ms is not None for s in samples)
+    known = any(measured(s) for s in samples)
     clean = [s.ttft_ms for s in samples if not interfered(s)]
     found = busy([evaluation.samples[arm], probes])
     return Tail(
@@ -61,6 +61,6 @@ def ttft_tail(evaluation: Evaluation, arm: str, *, probes_too: bool = True) -> T
         _p99(clean),
         len(samples),
         len(clean),
-        measured,
+        known,
         found.describe() if found.busy else "",
     )

@@ -15,7 +15,8 @@ configuration alive and can start new ones: the measurement treats the instance 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -134,7 +135,8 @@ class SpecCounters:
 class ArmRun:
     """The traces of one call of `Engine.run` for one arm, with the wall time it took. `pressure_s` is how long, during
     the call, some task on the machine was waiting for a CPU (Linux pressure stall information, `some`), `steal_s` the
-    CPU time the hypervisor gave to other guests; None where the machine does not tell. `spans` are the (start, end)
+    CPU time the hypervisor gave to other guests, `others_s` the CPU time processes other than the gate and its
+    servers used (divided by the number of CPUs); None where the machine does not tell. `spans` are the (start, end)
     `perf_counter` times the arm ran in when it shared its call's time with other arms (lockstep, `RunsInLockstep`;
     `wall_s` is then their sum); empty when the call was the arm's alone."""
 
@@ -144,6 +146,7 @@ class ArmRun:
     counters: SpecCounters | None = None
     pressure_s: float | None = None
     steal_s: float | None = None
+    others_s: float | None = None
     spans: tuple[tuple[float, float], ...] = ()
 
 
@@ -291,12 +294,30 @@ class StartsInstances(Protocol):
     """An engine that starts instances (server processes) while it measures, each start taking tens of seconds on a
     CPU and minutes for a large model on an accelerator. `announce`, when set, hears in words when one starts and
     when it is up; `setup_s` is the time spent so far starting instances and warming them up (not measuring: the
-    progress estimate of the time left leaves it out)."""
+    progress estimate of the time left leaves it out). `ready(arm, prompts)` starts the arm's instance, warms it with
+    the prompts and lets the machine settle after another instance's requests, so that a measured call of those
+    prompts that follows only measures."""
 
     announce: Callable[[str], None] | None
 
     @property
     def setup_s(self) -> float: ...
+
+    def ready(self, arm: str, prompts: Sequence[Prompt]) -> None: ...
+
+
+@contextmanager
+def announcing(engine: Engine, say: Callable[[str], None] | None) -> Iterator[float]:
+    """While a measurement runs: an engine that starts instances tells `say` of each start; yields the engine's
+    `setup_s` when it began (0 for other engines)."""
+    if not isinstance(engine, StartsInstances):
+        yield 0.0
+        return
+    engine.announce = say
+    try:
+        yield engine.setup_s
+    finally:
+        engine.announce = None
 
 
 @runtime_checkable

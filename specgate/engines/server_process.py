@@ -116,6 +116,12 @@ _LIVE: set[subprocess.Popen[bytes]] = set()  # each server's leading process, fr
 _LIVE_LOCK = threading.RLock()  # re-entrant: the signal handler below runs in the main thread, which may hold it
 
 
+def live_groups() -> frozenset[int]:
+    """The process groups of the servers alive now (each server leads a group of its own)."""
+    with _LIVE_LOCK:
+        return frozenset(process.pid for process in _LIVE)
+
+
 def stop_all(timeout_s: float = STOP_TIMEOUT_S) -> None:
     """Stop every server still alive, all at once (atexit, the gate's SIGTERM, callers that tear everything down):
     SIGTERM to each group, SIGKILL to each after `timeout_s`."""
@@ -302,18 +308,6 @@ class ServerProcess:
         with _LIVE_LOCK:  # only now: a SIGTERM to the gate meanwhile still finds this server
             _LIVE.discard(process)
         _watch("-", process.pid)
-
-    def pids(self) -> list[int]:
-        """The server's process and its descendants now (for CPU and run-queue readings)."""
-        if self._process is None:
-            return []
-        found = [self._process.pid]
-        for pid in found:
-            with contextlib.suppress(OSError):
-                for task in Path(f"/proc/{pid}/task").iterdir():
-                    children = (task / "children").read_text().split()
-                    found += [int(c) for c in children if int(c) not in found]
-        return found
 
 
 def _signal_group(group: int, sig: signal.Signals) -> None:

