@@ -59,3 +59,24 @@ def test_a_process_in_a_servers_group_is_the_gates_own_and_any_other_is_not() ->
     foreign, served = others(as_other, as_other_after) * last.cpus, others(as_server, as_server_after) * last.cpus
     assert foreign >= spun - 3 * tick  # not the gate's: all of its CPU time is other work
     assert served <= foreign - spun + 3 * tick  # a server's: none of it is
+
+
+def test_other_processes_cpu_is_measured_only_where_the_gate_knows_its_own() -> None:
+    """An engine measuring servers it did not start (`ServesFromElsewhere`) may have them on this machine: their CPU
+    would read as other work, so it is not measured there; an in-process engine's call has it measured."""
+    from specgate.engines.base import Prompt
+    from specgate.engines.fake import FakeBehaviour, FakeEngine
+    from specgate.measure.protocol import timed_run
+    from specgate.config import Speculation
+    from specgate.plan import two_arm_plan
+
+    class Endpoint(FakeEngine):
+        def endpoints(self) -> dict[str, str]:
+            return {"spec": "http://127.0.0.1:8000/v1"}
+
+    prompt = Prompt("p0", "document 0 " * 10, max_new_tokens=8)
+    found = []
+    for engine in (FakeEngine(FakeBehaviour()), Endpoint(FakeBehaviour())):
+        engine._arms = {arm.name: arm for arm in two_arm_plan("fake", "w", Speculation("prompt_lookup", 3)).arms}
+        found.append(timed_run(engine, [prompt], "spec", 0, None).others_s)
+    assert found[0] is not None and found[1] is None

@@ -291,8 +291,8 @@ def test_a_sweeps_servers_announce_their_starts_while_it_runs_and_not_after() ->
     progress = ProgressLines(lambda text, final: lines.append(text), live=False)
     workload = WorkloadConfig("sweep", Path("none.jsonl"), sweep=LEVELS)
     policy = GatePolicy(repetitions=2, warmup=0, min_samples=4)
-    measure_sweep_workload(engine, plan, workload, _prompts(), policy, HardwareProfile("cpu", "cpu", "cpu"), SlaLimits(),
-                           progress)  # fmt: skip
+    hardware = HardwareProfile("cpu", "cpu", "cpu")
+    measure_sweep_workload(engine, plan, workload, _prompts(), policy, hardware, SlaLimits(), progress)
     assert [line for line in lines if "starting the server" in line] == [
         "specgate: fake / sweep: starting the server of ar",
         "specgate: fake / sweep: starting the server of spec",

@@ -8,8 +8,9 @@ Optional capabilities are small protocols an engine may also satisfy, checked wi
 `ExplainsDivergences` (the target's logit margin at a divergence), `SamplesOutputs` (seeded sampled outputs for
 the distribution test), `ScoresPerplexity` (perplexity on long documents, the ladder's), `ServedEngine` (what a
 served endpoint reported about each run), `RenewsInstances` (an engine that keeps one instance per arm
-configuration alive and can start new ones: the measurement treats the instance as a random effect) and
-`StartsInstances` (an engine whose instances start while it measures: the progress lines say so).
+configuration alive and can start new ones: the measurement treats the instance as a random effect),
+`StartsInstances` (an engine whose instances start while it measures: the progress lines say so) and
+`ServesFromElsewhere` (servers the gate did not start: their CPU cannot be told from other work's).
 """
 
 from __future__ import annotations
@@ -253,6 +254,14 @@ class ServedEngine(Protocol):
 
     served_runs: list[Any]
     notes: list[str]
+
+
+@runtime_checkable
+class ServesFromElsewhere(Protocol):
+    """An engine that measures servers it did not start (`endpoints`: arm → URL), on this machine or another: their
+    processes cannot be told from other work, so the CPU other processes took is not measured for its runs."""
+
+    def endpoints(self) -> Mapping[str, str]: ...
 
 
 @runtime_checkable

@@ -27,8 +27,9 @@ another: they run at once, taking turns at every decoding step, each timed on it
 (`specgate.engines.lockstep`), so that their steps are milliseconds apart and what the machine does meanwhile falls
 on every arm alike; the TTFT probes stay one request at a time (a probe is a single step).
 
-Around every engine call the machine's CPU pressure and steal time are read (`specgate.measure.pressure`), and a
-`Progress` hears about every unit, so a long measurement is never silent.
+Around every engine call the machine is read (`specgate.measure.pressure`: CPU pressure, steal, other processes'
+CPU; an engine that starts instances gets the arm's ready first, outside the readings), and a `Progress` hears
+about every unit, so a long measurement is never silent.
 
 An engine that keeps one long-lived instance per arm configuration (`RenewsInstances`: vLLM servers) is asked for
 new instances of the active arms before round 2 and before the first round of each batch a look adds: every arm is
@@ -53,6 +54,7 @@ from specgate.engines.base import (
     RenewsInstances,
     RequestTrace,
     RunsInLockstep,
+    ServesFromElsewhere,
     StartsInstances,
     announcing,
 )
@@ -385,9 +387,8 @@ def _round(
 
 
 def timed_run(engine: Engine, batch: Sequence[Prompt], arm: str, repetition: int, load: LoadShape | None) -> ArmRun:
-    """One engine call with what the machine did meanwhile (CPU pressure, steal, other processes' CPU), every prompt
-    sent accounted for and every time checked (`accounted`, `checked_run`); `load` None is the engine's default (one
-    request at a time). An engine that starts instances gets the arm's instance ready first, outside the readings."""
+    """One engine call with what the machine did meanwhile (see the module docstring), every prompt sent accounted
+    for and every time checked (`accounted`, `checked_run`); `load` None is the engine's default (one at a time)."""
     if isinstance(engine, StartsInstances):
         engine.ready(arm, batch)
     before = read_pressure()
@@ -397,7 +398,8 @@ def timed_run(engine: Engine, batch: Sequence[Prompt], arm: str, repetition: int
         else engine.run(batch, arm, repetition=repetition, load=load)
     )
     met = between(before, read_pressure())
-    result = replace(result, pressure_s=met.pressure_s, steal_s=met.steal_s, others_s=met.others_s)
+    others = None if isinstance(engine, ServesFromElsewhere) else met.others_s  # its servers are not told apart
+    result = replace(result, pressure_s=met.pressure_s, steal_s=met.steal_s, others_s=others)
     return checked_run(accounted(result, batch, repetition))
 
 

@@ -144,10 +144,13 @@ class OpenAIEngine:
         if not self._arms:
             return "OpenAIEngine(unloaded)"
         s = self.settings
-        endpoints = {arm: url for arm, (_, _, url) in self._arms.items()}
-        return f"OpenAIEngine(endpoints={endpoints}, api={s.api!r}, model={s.model!r})"
+        return f"OpenAIEngine(endpoints={self.endpoints()}, api={s.api!r}, model={s.model!r})"
 
     __str__ = __repr__
+
+    def endpoints(self) -> dict[str, str]:
+        """Each arm's endpoint URL (`ServesFromElsewhere`: servers the gate did not start)."""
+        return {arm: url for arm, (_, _, url) in self._arms.items()}
 
     @property
     def settings(self) -> ServedSettings:
