@@ -145,3 +145,23 @@ def test_the_time_left_leaves_out_the_time_spent_starting_servers() -> None:
     assert lines[-1].endswith("1/8 units, 1m33s elapsed, about 0m27s left")
     progress.note(plan, "the vLLM server of spec is up after 40 s")
     assert lines[-1] == "specgate: fake / w: the vLLM server of spec is up after 40 s"
+
+
+def test_without_a_terminal_a_line_comes_before_the_next_unit_would_end_past_a_minute() -> None:
+    """Units of 25 s: the line is written at the unit that ends 50 s after the last line (the next, as long, would
+    end past 60 s), so no minute goes by without a line while units keep their length."""
+    plan = _plan()
+    now = [0.0]
+    lines: list[str] = []
+    progress = ProgressLines(lambda text, final: lines.append(text), live=False, clock=lambda: now[0])
+    progress.started(plan, 8, 2)
+    written = []
+    for unit in range(1, 9):
+        now[0] = 25.0 * unit
+        count = len(lines)
+        progress.unit_done(plan, 0, unit, 16)
+        if len(lines) > count:
+            written.append(now[0])
+    assert written == [50.0, 100.0, 150.0, 200.0]
+    gaps = [b - a for a, b in zip([0.0, *written], written, strict=False)]
+    assert max(gaps) <= 60.0

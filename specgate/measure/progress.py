@@ -3,7 +3,8 @@
 `ProgressLines` is a `specgate.measure.protocol.Progress` that writes through any `write(text, final)` callable:
 on a terminal (`live=True`) one line rewritten in place after every unit; elsewhere (a CI log) a line when the
 measurement starts, at every look, when it ends, and in between at most every `every_s` seconds (at least one line
-a minute by default). Each line names the pair × workload, the round, the units done of those planned, the elapsed
+a minute by default: a unit's line is written early when the next unit, as long as the last one, would end
+past that). Each line names the pair × workload, the round, the units done of those planned, the elapsed
 time and an estimate of the time left (from the time per arm-request so far, as later rounds may run fewer arms:
 plain decoding in the first only, the arms of undecided comparisons after a look; the time spent starting an
 engine's servers is left out of it); a look says what each comparison decided so far and what is measured next, and
@@ -35,11 +36,12 @@ class ProgressLines:
         self._every = every_s
         self._clock = clock
         self._start = 0.0
-        self._last = 0.0
+        self._last = 0.0  # when the last line was written
+        self._unit_end = 0.0  # when the last unit ended
         self._prompts = 1
 
     def started(self, plan: MeasurementPlan, units: int, rounds: int) -> None:
-        self._start = self._last = self._clock()
+        self._start = self._last = self._unit_end = self._clock()
         self._prompts = max(1, units)
         arms = ", ".join(plan.names)
         self._write(
@@ -58,7 +60,8 @@ class ProgressLines:
         setup_s: float = 0.0,
     ) -> None:
         now = self._clock()
-        if not self._live and now - self._last < self._every and done < planned:
+        unit_s, self._unit_end = now - self._unit_end, now
+        if not self._live and now - self._last + unit_s < self._every and done < planned:
             return
         self._last = now
         elapsed = now - self._start
