@@ -3,24 +3,42 @@ none measurable."""
 
 from __future__ import annotations
 
+import pytest
+
 from specgate.checks.beside import _busy_text
 from specgate.checks.interference import busy
 from specgate.measure.samples import ArmSamples, Sample
 
 
-def _arm(waits: list[float | None], e2el: float = 1000.0) -> ArmSamples:
+def _requests(field: str, values: list[float | None], e2el: float = 1000.0, **alike: float) -> ArmSamples:
+    """Requests of one second each, with `field` set to each of `values` in turn and the `alike` fields to one value."""
     samples = tuple(
-        Sample(f"p{i}#0", f"p{i}", 0, 100.0, 10.0, e2el, e2el, 90, 0, 0, (), wait_ms=w) for i, w in enumerate(waits)
+        Sample(f"p{i}#0", f"p{i}", 0, 100.0, 10.0, e2el, e2el, 90, 0, 0, (), **{field: v}, **alike)  # type: ignore[arg-type]
+        for i, v in enumerate(values)
     )
     return ArmSamples(samples, tuple(e2el / 1000 for _ in samples), tuple(s.key for s in samples))
 
 
-def test_a_busy_machine_is_named_with_its_share_and_units() -> None:
-    found = busy([_arm([300.0, 300.0, 0.0, 0.0])])
+def _arm(waits: list[float | None]) -> ArmSamples:
+    return _requests("wait_ms", waits)
+
+
+@pytest.mark.parametrize(
+    ("field", "values", "head"),
+    [
+        ("wait_ms", [300.0, 300.0, 0.0, 0.0], "the measured process waited for a CPU 15% of its time"),
+        ("others_ms", [480.0, 520.0, 0.0, 0.0], "other processes took 25% of the machine's CPU"),  # a server's
+    ],
+)
+def test_a_busy_machine_is_named_with_its_share_and_units(field: str, values: list[float | None], head: str) -> None:
+    """By the engine's own wait where it is measured; by other processes' CPU where only that is (a server's
+    requests, with its own processes' CPU pressure of 40 % beside it)."""
+    arm = _requests(field, values, pressure_ms=400.0)
+    found = busy([arm])
     assert found.busy and found.interfered_units == 2
-    assert found.describe().startswith("the machine was busy: the measured process waited for a CPU 15% of its time")
+    assert found.describe().startswith(f"the machine was busy: {head}")
     assert "2 of 4 requests under interference" in found.describe()
-    assert "quieter runner" in _busy_text([_arm([300.0, 300.0, 0.0, 0.0])])
+    assert "quieter runner" in _busy_text([arm])
 
 
 def test_a_quiet_machine_says_the_spread_is_not_interference_it_saw() -> None:
@@ -34,13 +52,9 @@ def test_no_interference_measured_says_nothing() -> None:
     assert busy([_arm([None, None])]).describe() == "interference not measured"
 
 
-def _served(others: list[float], pressure: float = 400.0, wall: float = 1000.0) -> ArmSamples:
-    """A server's requests: the engine's own wait unknown, other processes' CPU and the pressure measured."""
-    samples = tuple(
-        Sample(f"p{i}#0", f"p{i}", 0, 100.0, 10.0, wall, wall, 90, 0, 0, (), pressure_ms=pressure, others_ms=o)
-        for i, o in enumerate(others)
-    )
-    return ArmSamples(samples, tuple(wall / 1000 for _ in samples), tuple(s.key for s in samples))
+def _served(others: list[float | None]) -> ArmSamples:
+    """A server's requests: the engine's own wait unknown, other processes' CPU and a pressure of 40 % measured."""
+    return _requests("others_ms", others, pressure_ms=400.0)
 
 
 def test_a_servers_own_cpu_pressure_does_not_make_a_quiet_machine_busy() -> None:
@@ -53,19 +67,8 @@ def test_a_servers_own_cpu_pressure_does_not_make_a_quiet_machine_busy() -> None
     assert "from below the machine" in _busy_text([_served([5.0, 0.0, 10.0, 5.0])])
 
 
-def test_other_processes_taking_the_machine_make_it_busy_and_their_requests_interfered() -> None:
-    found = busy([_served([480.0, 520.0, 0.0, 0.0])])
-    assert found.busy and found.interfered_units == 2
-    assert found.describe().startswith("the machine was busy: other processes took 25% of the machine's CPU")
-    assert "2 of 4 requests under interference" in found.describe()
-    assert "quieter runner" in _busy_text([_served([480.0, 520.0, 0.0, 0.0])])
-
-
 def test_without_other_processes_measured_pressure_still_decides() -> None:
-    samples = tuple(
-        Sample(f"p{i}#0", f"p{i}", 0, 100.0, 10.0, 1000.0, 1000.0, 90, 0, 0, (), pressure_ms=400.0) for i in range(2)
-    )
-    found = busy([ArmSamples(samples, (1.0, 1.0), tuple(s.key for s in samples))])
+    found = busy([_requests("others_ms", [None, None], pressure_ms=400.0)])
     assert found.busy and found.others_share is None and "with the gate's own" not in found.describe()
 
 
