@@ -64,10 +64,10 @@ def test_a_process_in_a_servers_group_is_the_gates_own_and_any_other_is_not() ->
 def test_other_processes_cpu_is_measured_only_where_the_gate_knows_its_own() -> None:
     """An engine measuring servers it did not start (`ServesFromElsewhere`) may have them on this machine: their CPU
     would read as other work, so it is not measured there; an in-process engine's call has it measured."""
+    from specgate.config import Speculation
     from specgate.engines.base import Prompt
     from specgate.engines.fake import FakeBehaviour, FakeEngine
     from specgate.measure.protocol import timed_run
-    from specgate.config import Speculation
     from specgate.plan import two_arm_plan
 
     class Endpoint(FakeEngine):
